@@ -1,0 +1,127 @@
+"""What a patch declares: identity, affected releases, targets with their wrappers, and a probe."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
+
+from packaging.specifiers import SpecifierSet
+
+from .flags import flag_name
+
+BUGGY, FIXED, DRIFTED = "buggy", "fixed", "drifted"
+
+
+class Verdict(NamedTuple):
+    """A probe's answer about the installed target code."""
+
+    kind: str
+    reason: str
+
+    @classmethod
+    def buggy(cls, reason: str) -> "Verdict":
+        return cls(BUGGY, reason)
+
+    @classmethod
+    def fixed(cls, reason: str) -> "Verdict":
+        return cls(FIXED, reason)
+
+    @classmethod
+    def drifted(cls, reason: str) -> "Verdict":
+        return cls(DRIFTED, reason)
+
+
+@dataclass(frozen=True)
+class Target:
+    module: str
+    qualname: str
+    wrapper: Callable | None = None
+    optional: bool = False
+
+
+def lookup(module: str, qualname: str):
+    """The object at ``module:qualname`` as stored (class attributes read from the defining
+    class's ``__dict__``, so methods come back as plain functions), or ``None`` if absent."""
+    obj = sys.modules[module]
+    for part in qualname.split("."):
+        if inspect.isclass(obj):
+            for klass in inspect.getmro(obj):
+                if part in vars(klass):
+                    obj = vars(klass)[part]
+                    break
+            else:
+                return None
+        else:
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return None
+    return obj
+
+
+class Targets:
+    """What a probe sees: the original (unwrapped) target objects and the modules they live in."""
+
+    def __init__(self, originals: dict[str, object]):
+        self._originals = originals
+
+    def __getitem__(self, qualname: str):
+        return self._originals[qualname]
+
+    @staticmethod
+    def module(name: str):
+        return sys.modules[name]
+
+
+@dataclass
+class Patch:
+    id: str
+    engine: str
+    affected: str
+    fixed_in: str
+    upstream: str
+    summary: str
+    targets: list[Target] = field(default_factory=list)
+    needs: list[str] = field(default_factory=list)
+    registry: object = field(default=None, repr=False)  # the process registry unless a test passes its own
+    _probe: Callable[[Targets], Verdict] | None = None
+    _on_remove: list[Callable[[], None]] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.specifier = SpecifierSet(self.affected)
+        if self.registry is None:
+            from .registry import REGISTRY
+
+            self.registry = REGISTRY
+        self.registry.add(self)
+
+    @property
+    def flag(self) -> str:
+        return flag_name(self.id)
+
+    @property
+    def modules(self) -> list[str]:
+        names = [t.module for t in self.targets] + list(self.needs)
+        return list(dict.fromkeys(names))
+
+    def wraps(self, module: str, qualname: str, optional: bool = False):
+        """Decorator: install the decorated wrapt wrapper on ``module:qualname``."""
+
+        def deco(wrapper):
+            self.targets.append(Target(module, qualname, wrapper, optional))
+            return wrapper
+
+        return deco
+
+    def reads(self, module: str, qualname: str, optional: bool = False) -> None:
+        """Declare an object the probe inspects without wrapping it."""
+        self.targets.append(Target(module, qualname, None, optional))
+
+    def probe(self, fn: Callable[[Targets], Verdict]):
+        self._probe = fn
+        return fn
+
+    def on_remove(self, fn: Callable[[], None]):
+        self._on_remove.append(fn)
+        return fn

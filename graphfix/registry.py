@@ -1,0 +1,233 @@
+"""The patch registry: per-process decisions (one state per patch) and the wrappers in place."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+
+import wrapt
+from packaging.version import InvalidVersion, Version
+
+from . import flags
+from .patch import BUGGY, FIXED, Patch, Targets, lookup
+
+log = logging.getLogger("graphfix")
+
+APPLIED, RETIRED, NOT_AFFECTED = "applied", "retired", "not-affected"
+DISABLED, DRIFTED, FAILED = "disabled", "drifted", "failed"
+PENDING, NOT_INSTALLED = "pending", "not-installed"
+STATES = (APPLIED, RETIRED, NOT_AFFECTED, DISABLED, DRIFTED, FAILED, PENDING, NOT_INSTALLED)
+
+# engine distribution -> package holding its patch modules (imported lazily)
+ENGINE_PACKAGES = {"sglang": "sglang_graphfix", "vllm": "vllm_graphfix"}
+
+
+@dataclass
+class PatchStatus:
+    id: str
+    engine: str
+    engine_version: str | None
+    flag: str
+    flag_value: str
+    state: str
+    reason: str
+    affected: str = ""
+    fixed_in: str = ""
+
+
+@dataclass
+class _Record:
+    patch: Patch
+    state: str = PENDING
+    reason: str = "not requested yet"
+    active: bool = False  # hooks registered by apply() and not undone by remove()
+    hooked: bool = False  # post-import hooks registered (they cannot be unregistered)
+    handles: list = field(default_factory=list)  # (module, qualname, wrapt handle)
+
+
+def engine_version(engine: str) -> str | None:
+    try:
+        return importlib.metadata.version(engine)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class Registry:
+    def __init__(self):
+        self._records: dict[str, _Record] = {}
+        self._lock = threading.RLock()
+
+    # -- declaration -------------------------------------------------------------------------
+    def add(self, patch: Patch) -> None:
+        with self._lock:
+            if patch.id not in self._records:
+                self._records[patch.id] = _Record(patch)
+
+    def load(self, engine: str | None = None) -> list[Patch]:
+        """Import the patch modules of ``engine`` (or of every engine); return their patches."""
+        for eng, package in ENGINE_PACKAGES.items():
+            if engine in (None, eng):
+                pkg = importlib.import_module(package)
+                for name in pkg.PATCH_MODULES:
+                    importlib.import_module(f"{package}.{name}")
+        return [r.patch for r in self._records.values() if engine in (None, r.patch.engine)]
+
+    def record(self, patch_id: str) -> _Record:
+        return self._records[patch_id]
+
+    # -- decisions ---------------------------------------------------------------------------
+    def _set(self, rec: _Record, state: str, reason: str) -> None:
+        rec.state, rec.reason = state, reason
+        log.info("%s: %s (%s)", rec.patch.id, state, reason)
+
+    def apply(self, engine: str | None = None, only=None) -> None:
+        patches = self.load(engine)
+        enabled = flags.master_enabled()
+        modes = {p.id: flags.patch_mode(p.id) for p in patches}  # every bad value raises here
+        for patch in patches:
+            if only is not None and patch.id not in only:
+                continue
+            with self._lock:
+                rec = self._records[patch.id]
+                if rec.active:
+                    continue  # idempotent: hooks registered and wrappers (if any) in place
+                version = engine_version(patch.engine)
+                if not enabled:
+                    self._set(rec, DISABLED, f"{flags.MASTER}=0 turns every patch off")
+                    continue
+                if modes[patch.id] == "off":
+                    self._set(rec, DISABLED, f"{patch.flag}=off")
+                    continue
+                if version is None:
+                    self._set(rec, NOT_INSTALLED, f"{patch.engine} is not installed")
+                    continue
+                rec.active = True
+                self._set(rec, PENDING, f"waiting for {', '.join(patch.modules)} to be imported")
+            if not rec.hooked:
+                rec.hooked = True
+                for module in patch.modules:
+                    wrapt.register_post_import_hook(self._hook_for(patch.id), module)
+            else:
+                self._on_import(patch.id)
+
+    def _hook_for(self, patch_id: str):
+        def hook(_module):
+            self._on_import(patch_id)
+
+        return hook
+
+    def _on_import(self, patch_id: str) -> None:
+        with self._lock:
+            rec = self._records[patch_id]
+            if not rec.active or rec.state != PENDING:
+                return
+            for module in rec.patch.modules:
+                if module not in sys.modules:
+                    try:  # siblings of an imported target: bring them in so all wrappers land together
+                        importlib.import_module(module)
+                    except Exception as exc:  # noqa: BLE001 - engine import order; retried by its own hook
+                        log.debug("%s: %s not importable yet: %s", patch_id, module, exc)
+                        return
+            self._decide(rec)
+
+    def _decide(self, rec: _Record) -> None:
+        patch = rec.patch
+        version = engine_version(patch.engine)
+        in_range = _in_range(patch, version)
+        originals = {}
+        for t in patch.targets:
+            current = lookup(t.module, t.qualname)
+            if current is not None and _ours(current, patch.id):
+                self._set(rec, APPLIED, "already wrapped in this process (inherited or loaded twice)")
+                return
+            if current is None and not t.optional:
+                kind = DRIFTED if in_range else NOT_AFFECTED
+                self._set(rec, kind, f"{t.module}:{t.qualname} not found in {patch.engine} {version}")
+                return
+            originals[t.qualname] = current
+        try:
+            verdict = patch._probe(Targets(originals))
+        except Exception as exc:  # noqa: BLE001 - a probe must never break the engine
+            verdict = ("drifted", f"probe raised {type(exc).__name__}: {exc}")
+        kind, why = verdict
+        if kind == FIXED:
+            self._set(rec, RETIRED, f"{patch.engine} {version} already has the upstream fix: {why}")
+            return
+        if kind != BUGGY:
+            self._set(rec, DRIFTED, f"target shape not recognised, left alone: {why}")
+            return
+        if not in_range and flags.patch_mode(patch.id) != "on":
+            self._set(
+                rec, NOT_AFFECTED,
+                f"{patch.engine} {version} is outside {patch.affected} (probe: {why}); {patch.flag}=on forces it",
+            )
+            return
+        try:
+            for t in patch.targets:
+                if t.wrapper is not None and originals[t.qualname] is not None:
+                    handle = wrapt.wrap_function_wrapper(t.module, t.qualname, t.wrapper)
+                    handle._self_graphfix = patch.id  # recognised by any registry in this process
+                    rec.handles.append((t.module, t.qualname, handle))
+        except Exception as exc:  # noqa: BLE001 - leave the engine as shipped
+            self._unwrap(rec)
+            self._set(rec, FAILED, f"installer raised {type(exc).__name__}: {exc}; target left as shipped")
+            return
+        self._set(rec, APPLIED, f"{patch.engine} {version}: {why}")
+
+    # -- removal -----------------------------------------------------------------------------
+    def _unwrap(self, rec: _Record) -> None:
+        while rec.handles:
+            module, qualname, handle = rec.handles.pop()
+            wrapt.unwrap_object(sys.modules[module], qualname, handle)
+
+    def remove(self, only=None) -> None:
+        with self._lock:
+            for rec in reversed(list(self._records.values())):
+                if only is not None and rec.patch.id not in only:
+                    continue
+                was_applied = bool(rec.handles)
+                self._unwrap(rec)
+                for reset in rec.patch._on_remove:
+                    reset()
+                if rec.active or was_applied:
+                    rec.active = False
+                    self._set(rec, DISABLED, "removed by graphfix.remove()")
+
+    # -- reporting ---------------------------------------------------------------------------
+    def status(self, engine: str | None = None) -> list[PatchStatus]:
+        rows = []
+        for patch in self.load(engine):
+            rec = self._records[patch.id]
+            state, reason = rec.state, rec.reason
+            value = os.environ.get(patch.flag, "auto")
+            try:
+                flags.patch_mode(patch.id)
+                if not flags.master_enabled() and state == PENDING:
+                    state, reason = DISABLED, f"{flags.MASTER}=0 turns every patch off"
+            except flags.FlagError as exc:
+                state, reason = DISABLED, str(exc)
+            version = engine_version(patch.engine)
+            if version is None and state != DISABLED:
+                state, reason = NOT_INSTALLED, f"{patch.engine} is not installed"
+            rows.append(PatchStatus(patch.id, patch.engine, version, patch.flag, value, state, reason,
+                                    patch.affected, patch.fixed_in))
+        return rows
+
+
+def _in_range(patch: Patch, version: str | None) -> bool:
+    try:
+        return version is not None and patch.specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def _ours(obj, patch_id: str) -> bool:
+    return wrapt.find_wrapper(obj, predicate=lambda w: getattr(w, "_self_graphfix", None) == patch_id) is not None
+
+
+REGISTRY = Registry()

@@ -1,0 +1,97 @@
+"""Observable scenarios: drive the installed engine's real code on CPU and report what a patch changes.
+
+A scenario module (``<engine>_graphfix/scenarios/<name>.py``) registers one function per patch with
+:func:`scenario`. :func:`observe` runs it with the patch off, then on, in this process, and is what
+``graphfix verify`` and the upstream-parity tests (through ``python -m graphfix.observe``) use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .registry import APPLIED, ENGINE_PACKAGES, REGISTRY
+
+_SCENARIOS: dict[str, "Scenario"] = {}
+
+
+@dataclass
+class Scenario:
+    patch_id: str
+    fn: Callable[..., dict]
+    cases: dict = field(default_factory=lambda: {"default": {}})
+    fixed: Callable[[dict], bool] | None = None
+    describe: Callable[[dict], str] | None = None
+
+
+def scenario(patch_id: str, cases=None, fixed=None, describe=None):
+    """Register ``fn(**case) -> dict`` (JSON-serialisable) as the observable scenario of ``patch_id``.
+
+    ``fixed(observation)`` says whether an observation shows the upstream-fixed behaviour;
+    ``describe(observation)`` renders it in one short line for ``graphfix verify``.
+    """
+
+    def deco(fn):
+        _SCENARIOS[patch_id] = Scenario(patch_id, fn, cases or {"default": {}}, fixed, describe)
+        return fn
+
+    return deco
+
+
+def load(engine: str) -> dict[str, Scenario]:
+    package = ENGINE_PACKAGES[engine]
+    for name in importlib.import_module(package).SCENARIO_MODULES:
+        importlib.import_module(f"{package}.scenarios.{name}")
+    return {pid: s for pid, s in _SCENARIOS.items() if pid.split(".")[0] == engine}
+
+
+def _run(sc: Scenario, case: dict):
+    try:
+        return sc.fn(**case)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: one broken scenario must not hide others
+        return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=-3)}
+
+
+def observe(engine: str, only=None, modes=("off", "on")) -> dict:
+    """``{patch_id: {"state", "reason", "cases": {case: {"off": obs, "on": obs|None}}}}``.
+
+    "off" runs with every graphfix wrapper removed; "on" after ``graphfix.apply(only=[patch_id])``
+    (flags honoured) and only when that leaves the patch ``applied``.
+    """
+    REGISTRY.load(engine)
+    out = {}
+    for pid, sc in load(engine).items():
+        if only is not None and pid not in only:
+            continue
+        REGISTRY.remove()
+        result = {"cases": {name: {} for name in sc.cases}}
+        if "off" in modes:
+            for name, case in sc.cases.items():
+                result["cases"][name]["off"] = _run(sc, case)
+        REGISTRY.apply(engine, only=[pid])
+        rec = REGISTRY.record(pid)
+        result["state"], result["reason"] = rec.state, rec.reason
+        if "on" in modes:
+            for name, case in sc.cases.items():
+                result["cases"][name]["on"] = _run(sc, case) if rec.state == APPLIED else None
+        REGISTRY.remove()
+        out[pid] = result
+    return out
+
+
+def is_fixed(patch_id: str, observation) -> bool | None:
+    sc = _SCENARIOS[patch_id]
+    if observation is None or "error" in observation or sc.fixed is None:
+        return None
+    return bool(sc.fixed(observation))
+
+
+def render(patch_id: str, observation) -> str:
+    sc = _SCENARIOS[patch_id]
+    if observation is None:
+        return "-"
+    if "error" in observation:
+        return "error: " + observation["error"]
+    return sc.describe(observation) if sc.describe else repr(observation)

@@ -1,0 +1,11 @@
+"""SGLang patches. ``register`` is the ``sglang.srt.plugins`` entry point."""
+
+PATCH_MODULES = ("graph_pool",)
+SCENARIO_MODULES = ("graph_pool",)
+
+
+def register() -> None:
+    """Called by SGLang's ``load_plugins()`` in every scheduler process and in the launcher."""
+    import graphfix
+
+    graphfix.apply("sglang")

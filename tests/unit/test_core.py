@@ -1,0 +1,284 @@
+"""Core behaviour on fake engines: flags, hook order, idempotence, removal, drift, failure, processes."""
+
+import multiprocessing
+import subprocess
+import sys
+import types
+
+import pytest
+import wrapt
+
+import graphfix
+from graphfix import FlagError, Verdict
+from graphfix.patch import lookup
+from graphfix.probes import attr_reads, code_refs, params
+
+
+def wrappers_on(obj):
+    return len(list(wrapt.wrapper_chain(obj))) - 1
+
+
+# -- flags -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["maybe", "2", "", "enable", "auto-ish", " o n "])
+def test_bad_patch_flag_is_a_clear_error(engine, monkeypatch, value):
+    eng = engine()
+    patch = eng.patch()
+    monkeypatch.setenv(patch.flag, value)
+    with pytest.raises(FlagError) as err:
+        eng.registry.apply(eng.dist)
+    msg = str(err.value)
+    assert patch.flag in msg and repr(value) in msg
+    for allowed in ("auto", "on", "off", "true", "false", "yes", "no", "1", "0"):
+        assert allowed in msg
+    assert eng.state().state == "disabled" and patch.flag in eng.state().reason
+
+
+@pytest.mark.parametrize("value", ["maybe", "auto", "2"])
+def test_bad_master_flag_is_a_clear_error(engine, monkeypatch, value):
+    eng = engine()
+    eng.patch()
+    monkeypatch.setenv("GRAPHFIX", value)
+    with pytest.raises(FlagError, match=r"GRAPHFIX=.*allowed values: 1, true, yes, on, 0, false, no, off"):
+        eng.registry.apply(eng.dist)
+
+
+@pytest.mark.parametrize("value,state", [
+    ("auto", "applied"), ("AUTO", "applied"), ("on", "applied"), ("1", "applied"), ("True", "applied"),
+    ("yes", "applied"), ("off", "disabled"), ("0", "disabled"), ("FALSE", "disabled"), ("no", "disabled"),
+])
+def test_patch_flag_values(engine, monkeypatch, value, state):
+    eng = engine()
+    patch = eng.patch()
+    eng.imported()
+    monkeypatch.setenv(patch.flag, value)
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == state
+    assert (eng.imported().Runner().size(3) == 12) is (state == "applied")
+
+
+def test_master_switch_turns_everything_off(engine, monkeypatch):
+    eng = engine()
+    eng.patch()
+    monkeypatch.setenv("GRAPHFIX", "0")
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == "disabled" and "GRAPHFIX=0" in eng.state().reason
+    assert eng.imported().Runner().size(3) == 6
+
+
+# -- post-import hooks ------------------------------------------------------------------------
+def test_target_imported_before_apply(engine):
+    eng = engine()
+    eng.patch()
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == "applied"
+    assert mod.Runner().size(3) == 12
+
+
+def test_target_imported_after_apply(engine):
+    eng = engine()
+    eng.patch()
+    eng.registry.apply(eng.dist)
+    assert eng.module not in sys.modules
+    assert eng.state().state == "pending"
+    assert eng.imported().Runner().size(3) == 12
+    assert eng.state().state == "applied"
+
+
+def test_apply_is_idempotent(engine):
+    eng = engine()
+    eng.patch()
+    eng.registry.apply(eng.dist)
+    eng.registry.apply(eng.dist)
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    assert wrappers_on(vars(mod.Runner)["size"]) == 1
+    assert mod.Runner().size(3) == 12
+
+
+def test_a_second_registry_sees_the_wrapper_already_in_place(engine):
+    """Two copies of the plugin in one process (or a forked child) must not stack wrappers."""
+    eng = engine()
+    patch = eng.patch()
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    from graphfix.registry import Registry
+    from graphfix.patch import Patch
+
+    twin_registry = Registry()
+    twin = Patch(id=patch.id, engine=eng.dist, affected=patch.affected, fixed_in="2.0", upstream="",
+                 summary="", registry=twin_registry)
+    twin.targets = list(patch.targets)
+    twin.probe(patch._probe)
+    twin_registry.apply(eng.dist)
+    assert twin_registry.status(eng.dist)[0].state == "applied"
+    assert "already wrapped" in twin_registry.status(eng.dist)[0].reason
+    assert wrappers_on(vars(mod.Runner)["size"]) == 1
+
+
+def test_remove_restores_the_very_same_objects(engine):
+    eng = engine()
+    eng.patch()
+    mod = eng.imported()
+    original = vars(mod.Runner)["size"]
+    eng.registry.apply(eng.dist)
+    assert vars(mod.Runner)["size"] is not original
+    eng.registry.remove()
+    assert vars(mod.Runner)["size"] is original
+    assert eng.state().state == "disabled" and "removed" in eng.state().reason
+    eng.registry.apply(eng.dist)  # and it can come back
+    assert mod.Runner().size(3) == 12
+    eng.registry.remove()
+    assert vars(mod.Runner)["size"] is original
+
+
+def test_remove_runs_on_remove_hooks(engine):
+    eng = engine()
+    patch = eng.patch()
+    calls = []
+    patch.on_remove(lambda: calls.append(1))
+    eng.imported()
+    eng.registry.apply(eng.dist)
+    eng.registry.remove()
+    assert calls == [1]
+
+
+# -- version ranges and probes ----------------------------------------------------------------
+def test_fixed_release_retires(engine):
+    eng = engine(version="2.0", source="class Runner:\n    def size(self, n):\n        fixed_marker = 1\n        return n * 2\n")
+    eng.patch(affected=">=1.0,<2")
+    mod = eng.imported()
+    original = vars(mod.Runner)["size"]
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == "retired" and "marker present" in eng.state().reason
+    assert vars(mod.Runner)["size"] is original
+
+
+def test_buggy_code_outside_range_is_not_affected_unless_forced(engine, monkeypatch):
+    eng = engine(version="0.9")
+    patch = eng.patch(affected=">=1.0,<2")
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == "not-affected" and patch.flag + "=on" in eng.state().reason
+    assert mod.Runner().size(3) == 6
+    eng.registry.remove()
+    monkeypatch.setenv(patch.flag, "on")
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == "applied" and mod.Runner().size(3) == 12
+
+
+def test_engine_not_installed(engine):
+    eng = engine()
+    patch = eng.patch()
+    patch.engine = "no-such-engine-dist"
+    eng.registry.apply("no-such-engine-dist")
+    assert eng.registry.status("no-such-engine-dist")[0].state == "not-installed"
+
+
+@pytest.mark.parametrize("source,why", [
+    ("class Runner:\n    def length(self, n):\n        return n * 2\n", "not found"),            # renamed
+    ("class Runner:\n    def size(self):\n        return 4\n", "target shape not recognised"),  # signature
+    ("class Runner:\n    def size(self, k):\n        return k * 2\n", "target shape not recognised"),  # body
+])
+def test_drifted_target_is_left_alone(engine, source, why):
+    eng = engine(source=source)
+    eng.patch()
+    mod = eng.imported()
+    before = dict(vars(mod.Runner))
+    eng.registry.apply(eng.dist)  # no exception
+    row = eng.state()
+    assert row.state == "drifted" and why in row.reason
+    assert dict(vars(mod.Runner)) == before
+
+
+def test_probe_that_raises_means_drifted(engine):
+    eng = engine()
+
+    def broken(t):
+        raise RuntimeError("boom")
+
+    eng.patch(probe=broken)
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == "drifted" and "boom" in eng.state().reason
+    assert mod.Runner().size(3) == 6
+
+
+def test_installer_that_raises_means_failed_and_untouched(engine):
+    eng = engine()
+    patch = eng.patch()
+    patch.wraps(eng.module, "helper")(lambda wrapped, instance, args, kwargs: 0)
+    mod = eng.imported()
+    original_size = vars(mod.Runner)["size"]
+    original_helper = mod.helper
+
+    class Frozen(types.ModuleType):  # a module that refuses new attributes after the first wrapper
+        def __setattr__(self, name, value):
+            if name == "helper":
+                raise TypeError("read-only module attribute")
+            super().__setattr__(name, value)
+
+    mod.__class__ = Frozen
+    eng.registry.apply(eng.dist)  # no exception
+    row = eng.state()
+    assert row.state == "failed" and "read-only" in row.reason
+    assert vars(mod.Runner)["size"] is original_size and mod.helper is original_helper
+    mod.__class__ = types.ModuleType
+
+
+# -- processes --------------------------------------------------------------------------------
+def _child_depth(paths, module, dist, qualname):
+    sys.path[:0] = paths
+    import importlib
+
+    from tests.unit.conftest import FakeEngine
+    from pathlib import Path
+
+    eng = FakeEngine.__new__(FakeEngine)
+    eng.dist, eng.module, eng.root, eng.version = dist, module, Path(paths[0]), "1.0"
+    from graphfix.registry import Registry
+
+    eng.registry = Registry()
+    eng.patch()
+    eng.registry.apply(dist)  # the plugin loader may run twice in one process
+    eng.registry.apply(dist)
+    mod = importlib.import_module(module)
+    return wrappers_on(vars(mod.Runner)["size"]), mod.Runner().size(3)
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_child_processes_are_patched_once(engine, method):
+    eng = engine()
+    eng.patch()
+    eng.imported()
+    eng.registry.apply(eng.dist)  # the parent is patched before the child starts
+    ctx = multiprocessing.get_context(method)
+    import tests  # noqa: F401  - the repo root must be importable in the child
+    paths = [str(eng.root), str(__import__("pathlib").Path(__file__).parents[2])]
+    with ctx.Pool(1) as pool:
+        depth, value = pool.apply(_child_depth, (paths, eng.module, eng.dist, "Runner.size"))
+    assert (depth, value) == (1, 12)
+
+
+# -- probe helpers ----------------------------------------------------------------------------
+def _sample(self, attn_backend):
+    hook = getattr(self.model_runner.attn_backend, "on_after_cuda_graph_warmup", None)
+    return [x for x in helper_name(attn_backend)] if hook else None
+
+
+def test_probe_helpers():
+    refs = code_refs(_sample)
+    assert {"getattr", "model_runner", "attn_backend", "on_after_cuda_graph_warmup", "helper_name", "x"} <= refs
+    assert params(_sample) == ("self", "attn_backend")
+    assert ("self.model_runner", "attn_backend") in attr_reads(_sample)
+    assert code_refs(42) == frozenset() and params(None) == ()
+
+
+def test_status_cli_works_without_engines():
+    out = subprocess.run([sys.executable, "-m", "graphfix", "status", "--json", "--no-import"],
+                         capture_output=True, text=True, check=True).stdout
+    import json
+
+    rows = json.loads(out)
+    assert rows and {"id", "engine", "engine_version", "flag", "flag_value", "state", "reason"} <= set(rows[0])
+    assert {r["id"] for r in rows} >= {"sglang.graph_pool"}

@@ -1,0 +1,11 @@
+"""vLLM patches. ``register`` is the ``vllm.general_plugins`` entry point."""
+
+PATCH_MODULES = ()
+SCENARIO_MODULES = ()
+
+
+def register() -> None:
+    """Called by vLLM's ``load_general_plugins()`` in the front end, the engine core and every worker."""
+    import graphfix
+
+    graphfix.apply("vllm")
