@@ -89,6 +89,20 @@ def cmd_verify(args) -> int:
     return 1 if failed else 0
 
 
+def matrix() -> str:
+    """The supported-release matrix as a Markdown table, generated from the patch registry."""
+    lines = ["| patch | engine | affected releases | first fixed | flag | upstream |",
+             "|---|---|---|---|---|---|"]
+    for p in sorted(REGISTRY.load(), key=lambda p: (p.engine, p.id)):
+        lines.append(f"| `{p.id}` | {p.engine} | `{p.affected}` | {p.fixed_in} | `{p.flag}` | {p.upstream} |")
+    return "\n".join(lines)
+
+
+def cmd_matrix(args) -> int:
+    print(matrix())
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="graphfix", description=__doc__)
     ap.add_argument("-v", "--verbose", action="store_true", help="log every patch decision to stderr")
@@ -98,10 +112,11 @@ def main(argv=None) -> int:
     st.add_argument("--no-import", action="store_true", help="do not import the engines' target modules")
     ve = sub.add_parser("verify", help="run each applicable patch's scenario off, then on")
     ve.add_argument("--json", action="store_true")
+    sub.add_parser("matrix", help="print the supported-release matrix (Markdown)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(name)s: %(message)s")
-    return {"status": cmd_status, "verify": cmd_verify}[args.cmd](args)
+    return {"status": cmd_status, "verify": cmd_verify, "matrix": cmd_matrix}[args.cmd](args)
 
 
 if __name__ == "__main__":
