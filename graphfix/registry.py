@@ -44,7 +44,7 @@ class PatchStatus:
 class _Record:
     patch: Patch
     state: str = PENDING
-    reason: str = "not requested yet"
+    reason: str = "graphfix.apply() has not run in this process (plugin not loaded)"
     active: bool = False  # hooks registered by apply() and not undone by remove()
     hooked: bool = False  # post-import hooks registered (they cannot be unregistered)
     handles: list = field(default_factory=list)  # (module, qualname, wrapt handle)
@@ -133,7 +133,8 @@ class Registry:
                     except Exception as exc:  # noqa: BLE001 - engine import order; retried by its own hook
                         log.debug("%s: %s not importable yet: %s", patch_id, module, exc)
                         return
-            self._decide(rec)
+            if rec.state == PENDING:  # a sibling's own hook may have decided while we imported it
+                self._decide(rec)
 
     def _decide(self, rec: _Record) -> None:
         patch = rec.patch

@@ -282,3 +282,16 @@ def test_status_cli_works_without_engines():
     rows = json.loads(out)
     assert rows and {"id", "engine", "engine_version", "flag", "flag_value", "state", "reason"} <= set(rows[0])
     assert {r["id"] for r in rows} >= {"sglang.graph_pool"}
+
+
+def test_patch_spanning_two_modules_decides_once(engine, tmp_path):
+    eng = engine()
+    patch = eng.patch()
+    second = eng.module + "_b"
+    (eng.root / f"{second}.py").write_text("def helper(x):\n    return x + 1\n")
+    patch.wraps(second, "helper")(lambda wrapped, instance, args, kwargs: wrapped(*args, **kwargs) * 10)
+    eng.registry.apply(eng.dist)
+    mod = eng.imported()  # the hook imports the sibling module itself
+    row = eng.state()
+    assert row.state == "applied" and "already wrapped" not in row.reason
+    assert mod.Runner().size(3) == 12 and sys.modules[second].helper(1) == 20
