@@ -1,0 +1,222 @@
+"""Just enough of an SGLang process around the *real* graph runners and backends to capture toy
+models on one GPU, shared by ``benchmarks/graph_memory.py`` and ``tests/gpu/``.
+
+What is real (imported from the installed SGLang release): ``DecodeCudaGraphRunner.capture`` /
+``PrefillCudaGraphRunner.capture`` and their ``_capture_one_stream`` loops, the module-level
+``graph_capture()`` of ``sglang.srt.distributed.parallel_state`` together with
+``GroupCoordinator.graph_capture`` (which creates the capture stream when none is passed),
+``FullCudaGraphBackend`` / ``BreakableCudaGraphBackend`` (pool acquisition, warmups, capture,
+replay) and ``runner_utils.pool``. For the warmup-hook test also ``capture_one_shape`` /
+``capture_prepare`` with the release's own input buffers and buffer registry.
+
+What is a stand-in: the model runner (a namespace with the attributes these methods read), the
+tensor/pipeline-parallel group (a ``GroupCoordinator`` of world size 1 with no communicators,
+built without ``torch.distributed``), and the model (a toy bf16 MLP).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import SimpleNamespace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+SGLANG_PATCH_IDS = ("sglang.graph_pool", "sglang.capture_stream", "sglang.warmup_hook", "sglang.logits_rows")
+
+RUNNER = "sglang.srt.model_executor.runner"
+BACKEND = "sglang.srt.model_executor.runner_backend"
+
+
+def import_available_patches(names=("graph_pool", "capture_stream", "warmup_hook")) -> dict:
+    """Register the SGLang patch modules present in this checkout, also those not yet listed in
+    ``sglang_graphfix.PATCH_MODULES`` (``graphfix.apply("sglang")`` then decides about them as about
+    any other). Returns ``{name: "listed" | "file-only" | "absent" | "error: ..."}``."""
+    import importlib
+    import importlib.util
+
+    import sglang_graphfix
+
+    found = {}
+    for name in names:
+        if name in sglang_graphfix.PATCH_MODULES:
+            found[name] = "listed"
+            continue
+        if importlib.util.find_spec(f"sglang_graphfix.{name}") is None:
+            found[name] = "absent"
+            continue
+        try:
+            importlib.import_module(f"sglang_graphfix.{name}")
+            found[name] = "file-only"
+        except Exception as exc:  # noqa: BLE001 - a broken patch module must not stop the benchmark
+            found[name] = f"error: {type(exc).__name__}: {exc}"
+    return found
+
+
+def set_patch_flags(enabled, known=SGLANG_PATCH_IDS) -> dict:
+    """``GRAPHFIX_<ID>=on`` for the patch ids in ``enabled`` (short or full ids), ``off`` for the rest."""
+    from graphfix import flag_name
+
+    want = {p if "." in p else f"sglang.{p}" for p in enabled}
+    flags = {}
+    for pid in sorted(set(known) | want):
+        flags[flag_name(pid)] = "on" if pid in want else "off"
+    os.environ.update(flags)
+    os.environ.pop("GRAPHFIX", None)
+    return flags
+
+
+def graphfix_rows(engine="sglang") -> list[dict]:
+    import graphfix
+
+    return [{"id": r.id, "state": r.state, "reason": r.reason, "flag": f"{r.flag}={r.flag_value}"}
+            for r in graphfix.status(engine)]
+
+
+def sglang_version():
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def install_single_rank_groups():
+    """Make ``get_tp_group()`` / ``get_pp_group()`` return one real ``GroupCoordinator`` object of
+    world size 1 without communicators, so the release's own ``graph_capture()`` runs unchanged
+    (including its "no stream given -> create a new one" branch)."""
+    import torch
+    from sglang.srt.distributed import parallel_state as ps
+
+    group = object.__new__(ps.GroupCoordinator)
+    attrs = dict(
+        unique_name="graphfix_single_rank", rank=0, ranks=[0], world_size=1, local_rank=0,
+        rank_in_group=0, local_size=1, device=torch.device("cuda", 0), device_module=torch.cuda,
+        ca_comm=None, qr_comm=None, pynccl_comm=None, pymscclpp_comm=None, torch_symm_mem_comm=None,
+        mq_broadcaster=None, hpu_communicator=None, xpu_communicator=None, npu_communicator=None,
+        use_pynccl=False, use_custom_allreduce=False, use_message_queue_broadcaster=False,
+        cpu_group=None, device_group=None,
+    )
+    for name, value in attrs.items():
+        try:
+            setattr(group, name, value)
+        except AttributeError:  # a read-only property in this release
+            pass
+    group.barrier = lambda *a, **k: None
+    # One process, one rank: every group is this one (graph_capture() enters each distinct group
+    # once, so aliases add nothing). The pdmux prefill group stays unset, as without pdmux.
+    for name in ("_WORLD", "_TP", "_PP", "_ATTN_TP", "_ATTN_CP", "_DCP", "_MOE_DP", "_MOE_EP", "_MOE_TP"):
+        if hasattr(ps, name):
+            setattr(ps, name, group)
+    return group
+
+
+def fake_model_runner(model, attn_backend=None, **server_args):
+    """The attributes of ``ModelRunner`` that the capture paths read."""
+    args = dict(
+        enable_cudagraph_gc=False, enable_torch_compile=False, enable_profile_cuda_graph=False,
+        enable_memory_saver=False, debug_cuda_graph=False, enable_lora=False, enable_pdmux=False,
+        flashinfer_allreduce_fusion_backend=None, enable_two_batch_overlap=False,
+        enable_return_hidden_states=False, tp_size=1, dp_size=1, pp_size=1,
+    )
+    args.update(server_args)
+    return SimpleNamespace(
+        device="cuda", gpu_id=0, _kernel_warmed_up=True, model=model,
+        tp_group=SimpleNamespace(barrier=lambda *a, **k: None, ca_comm=None),
+        server_args=SimpleNamespace(**args), attn_backend=attn_backend,
+        canary_manager=None, hisparse_coordinator=None, capture_tail_hooks=[],
+        is_draft_worker=False, lora_manager=None,
+    )
+
+
+def bench_runner_classes():
+    """Subclasses of the release's runners that keep ``capture()`` / ``_capture_one_stream()``
+    (the stream handling under test) and replace only the per-shape batch building with a toy
+    forward on preallocated static inputs. Like SGLang's shared logits buffer, the result is copied
+    into a static output allocated outside the graph pool, so the pool holds capture scratch."""
+    import importlib
+
+    import torch
+
+    decode_mod = importlib.import_module(f"{RUNNER}.decode_cuda_graph_runner")
+    prefill_mod = importlib.import_module(f"{RUNNER}.prefill_cuda_graph_runner")
+    ShapeKey = importlib.import_module(f"{RUNNER}.shape_key").ShapeKey
+    full = importlib.import_module(f"{BACKEND}.full_cuda_graph_backend").FullCudaGraphBackend
+    breakable = importlib.import_module(f"{BACKEND}.breakable_cuda_graph_backend").BreakableCudaGraphBackend
+    backends = {"full": full, "breakable": breakable}
+
+    class BenchDecodeRunner(decode_mod.DecodeCudaGraphRunner):
+        # DecodeCudaGraphRunner.__init__ is deliberately not run: it builds attention state and
+        # input buffers for a real model. capture() below is the release's own.
+        def __init__(self, model_runner, static_x, static_out, capture_bs, tokens_per_bs, backend="full"):
+            self.model_runner = model_runner
+            self.device, self.device_module = "cuda", torch.cuda
+            self.tp_size = self.dp_size = self.pp_size = 1
+            self.enable_torch_compile = self.enable_profile_cuda_graph = self.enable_pdmux = False
+            self.capture_bs, self.compile_bs = list(capture_bs), []
+            self.num_tokens_per_bs = self.captured_req_width = tokens_per_bs
+            self.seq_len_fill_value = 1
+            max_bs = max(capture_bs)
+            self.buffers = SimpleNamespace(
+                seq_lens=torch.ones(max_bs, dtype=torch.int64, device="cuda"),
+                seq_lens_cpu=torch.ones(max_bs, dtype=torch.int64),
+                reset_index_buffers=lambda: None,
+            )
+            self.static_x, self.static_out = static_x, static_out
+            self.backend = backends[backend](self)
+            self.stream = None
+
+        def shape_key(self, size):
+            return ShapeKey(size=size)
+
+        def tokens(self, size):
+            return size * self.num_tokens_per_bs
+
+        def capture_one_shape(self, size, forward, stream_idx=None, variant_label=None):
+            n = self.tokens(size)
+            x, out = self.static_x[:n], self.static_out[:n]
+            self.backend.capture_one(self.shape_key(size), lambda: out.copy_(forward(x)))
+
+    class BenchPrefillRunner(prefill_mod.PrefillCudaGraphRunner):
+        def __init__(self, model_runner, static_x, static_out, capture_num_tokens, backend="breakable"):
+            self.model_runner = model_runner
+            self.device, self.device_module = "cuda", torch.cuda
+            self.tp_size = self.dp_size = self.pp_size = 1
+            self.capture_num_tokens = sorted(capture_num_tokens)
+            self.static_x, self.static_out = static_x, static_out
+            self.backend = backends[backend](self)
+            self.stream = None
+
+        def shape_key(self, size):
+            return ShapeKey(size=size)
+
+        def tokens(self, size):
+            return size
+
+        def capture_one_shape(self, size):
+            x, out = self.static_x[:size], self.static_out[:size]
+            forward = self.model_runner.model.forward
+            self.backend.capture_one(self.shape_key(size), lambda: out.copy_(forward(x)))
+
+    return BenchDecodeRunner, BenchPrefillRunner
+
+
+def capture(runner, capture_mode=True):
+    """What the runners' constructors do around ``capture()`` (the decode runner's constructor
+    wraps it in ``model_capture_mode()``, the prefill runner's does not)."""
+    import contextlib
+    import importlib
+
+    mode = importlib.import_module("sglang.srt.model_executor.runner_utils.capture_mode")
+    runner.device_module.synchronize()
+    runner.model_runner.tp_group.barrier()
+    with mode.model_capture_mode() if capture_mode else contextlib.nullcontext():
+        runner.capture()
+
+
+def add_repo_to_path():
+    for path in (REPO, HERE):
+        if path not in sys.path:
+            sys.path.insert(0, path)
