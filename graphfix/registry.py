@@ -116,17 +116,19 @@ class Registry:
                 self._on_import(patch.id)
 
     def _hook_for(self, patch_id: str):
-        def hook(_module):
-            self._on_import(patch_id)
+        def hook(module):
+            self._on_import(patch_id, module.__name__)
 
         return hook
 
-    def _on_import(self, patch_id: str) -> None:
+    def _on_import(self, patch_id: str, current: str | None = None) -> None:
         with self._lock:
             rec = self._records[patch_id]
             if not rec.active or rec.state != PENDING:
                 return
             for module in rec.patch.modules:
+                if module != current and _initializing(module):
+                    return  # mid-import (an import cycle brought us here): its own hook fires when done
                 if module not in sys.modules:
                     try:  # siblings of an imported target: bring them in so all wrappers land together
                         importlib.import_module(module)
@@ -225,6 +227,11 @@ def _in_range(patch: Patch, version: str | None) -> bool:
         return version is not None and patch.specifier.contains(Version(version), prereleases=True)
     except InvalidVersion:
         return False
+
+
+def _initializing(module: str) -> bool:
+    spec = getattr(sys.modules.get(module), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
 
 
 def _ours(obj, patch_id: str) -> bool:

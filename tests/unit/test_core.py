@@ -295,3 +295,19 @@ def test_patch_spanning_two_modules_decides_once(engine, tmp_path):
     row = eng.state()
     assert row.state == "applied" and "already wrapped" not in row.reason
     assert mod.Runner().size(3) == 12 and sys.modules[second].helper(1) == 20
+
+
+def test_a_sibling_still_being_imported_is_waited_for(engine):
+    """Import cycle: module B (a target) imports module A (a target) before defining its class."""
+    eng = engine()
+    patch = eng.patch()
+    second = eng.module + "_cyc"
+    (eng.root / f"{second}.py").write_text(
+        f"import {eng.module}\n\nclass Late:\n    def go(self):\n        return 1\n")
+    patch.wraps(second, "Late.go")(lambda wrapped, instance, args, kwargs: wrapped(*args, **kwargs) + 1)
+    eng.registry.apply(eng.dist)
+    import importlib
+
+    mod_b = importlib.import_module(second)  # A's hook fires while B is half-imported
+    assert eng.state().state == "applied", eng.state().reason
+    assert mod_b.Late().go() == 2 and eng.imported().Runner().size(3) == 12
