@@ -126,22 +126,31 @@ class Registry:
             rec = self._records[patch_id]
             if not rec.active or rec.state != PENDING:
                 return
+            absent = []
             for module in rec.patch.modules:
                 if module != current and _initializing(module):
                     return  # mid-import (an import cycle brought us here): its own hook fires when done
                 if module not in sys.modules:
                     try:  # siblings of an imported target: bring them in so all wrappers land together
                         importlib.import_module(module)
+                    except ModuleNotFoundError as exc:
+                        if exc.name is None or not (module + ".").startswith(exc.name + "."):
+                            return  # something it imports is missing: not this release's layout question
+                        absent.append(module)  # this release has no such module
                     except Exception as exc:  # noqa: BLE001 - engine import order; retried by its own hook
                         log.debug("%s: %s not importable yet: %s", patch_id, module, exc)
                         return
             if rec.state == PENDING:  # a sibling's own hook may have decided while we imported it
-                self._decide(rec)
+                self._decide(rec, absent)
 
-    def _decide(self, rec: _Record) -> None:
+    def _decide(self, rec: _Record, absent=()) -> None:
         patch = rec.patch
         version = engine_version(patch.engine)
         in_range = _in_range(patch, version)
+        if absent:
+            kind = DRIFTED if in_range else NOT_AFFECTED
+            self._set(rec, kind, f"module {absent[0]} does not exist in {patch.engine} {version}")
+            return
         originals = {}
         for t in patch.targets:
             current = lookup(t.module, t.qualname)

@@ -85,7 +85,8 @@ def is_fixed(patch_id: str, observation) -> bool | None:
     sc = _SCENARIOS[patch_id]
     if observation is None or "error" in observation or sc.fixed is None:
         return None
-    return bool(sc.fixed(observation))
+    verdict = sc.fixed(observation)
+    return None if verdict is None else bool(verdict)
 
 
 def render(patch_id: str, observation) -> str:

@@ -1,7 +1,7 @@
 """vLLM patches. ``register`` is the ``vllm.general_plugins`` entry point."""
 
-PATCH_MODULES = ()
-SCENARIO_MODULES = ()
+PATCH_MODULES = ("spec_prefill_metadata", "cudagraph_sizes")
+SCENARIO_MODULES = ("spec_prefill_metadata", "cudagraph_sizes")
 
 
 def register() -> None:

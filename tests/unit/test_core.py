@@ -311,3 +311,15 @@ def test_a_sibling_still_being_imported_is_waited_for(engine):
     mod_b = importlib.import_module(second)  # A's hook fires while B is half-imported
     assert eng.state().state == "applied", eng.state().reason
     assert mod_b.Late().go() == 2 and eng.imported().Runner().size(3) == 12
+
+
+@pytest.mark.parametrize("version,state", [("1.0", "drifted"), ("3.0", "not-affected")])
+def test_a_target_module_missing_from_the_release(engine, version, state):
+    eng = engine(version=version)
+    patch = eng.patch()
+    patch.needs.append(eng.module + "_gone")  # this release has no such module
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    row = eng.state()
+    assert row.state == state and "does not exist" in row.reason
+    assert mod.Runner().size(3) == 6

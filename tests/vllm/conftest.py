@@ -1,0 +1,71 @@
+"""One subprocess per vLLM release (``tests/vllm/inside_release.py``: plugin-loader runs, then every
+scenario off/on; 0.28.0 adds the dispatcher measurement, 0.29.0 a second pass on the reconstructed unsafe
+build). All of them are started together, two at a time (``GRAPHFIX_TEST_WORKERS``), the first time any
+test asks for one, and cached for the session.
+"""
+
+import concurrent.futures
+import os
+
+import pytest
+
+from tests.conftest import releases, run_inside
+
+SPEC_AFFECTED = ">=0.23.0,<0.26.0"
+SPEC_FIXED = "0.26.0"
+SIZES_BACKPORT = ">=0.23.0,<0.29.0"
+SIZES_FIXED = "0.29.0"
+DISPATCH = "0.28.0"  # whose real CudagraphDispatcher measures the backport
+UNSAFE = "0.29.0"  # whose source the unsafe build is reconstructed from
+OPTIONS = {DISPATCH: ("--dispatch",), UNSAFE: ("--unsafe-build",)}
+
+
+def _jobs():
+    return [(v, *OPTIONS.get(v, ())) for v in releases("vllm", ">=0.23.0")]
+
+
+class Runs:
+    def __init__(self):
+        workers = int(os.environ.get("GRAPHFIX_TEST_WORKERS", "2"))
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
+        self._futures = {}
+
+    def _submit(self, job):
+        if job not in self._futures:
+            argv = ["python", "tests/vllm/inside_release.py", *job[1:]]
+            self._futures[job] = self._pool.submit(run_inside, "vllm", job[0], argv)
+        return self._futures[job]
+
+    def get(self, version):
+        if not self._futures:
+            for job in _jobs():  # start every release at once: the suite needs all of them
+                self._submit(job)
+        return self._submit((version, *OPTIONS.get(version, ()))).result()
+
+    def close(self):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session")
+def vllm_runs():
+    runs = Runs()
+    yield runs
+    runs.close()
+
+
+@pytest.fixture(scope="session")
+def observe_in(vllm_runs):
+    """``observe_in(version)[patch_id]`` -> ``{"state", "reason", "cases": {case: {"off", "on"}}}``."""
+    return lambda version: vllm_runs.get(version)["observe"]
+
+
+@pytest.fixture(scope="session")
+def plugins_in(vllm_runs):
+    """``plugins_in(version)[run][patch_id]`` -> ``{"state", "reason", "targets": {target: kind}}``."""
+    return lambda version: vllm_runs.get(version)["plugins"]
+
+
+@pytest.fixture(scope="session")
+def unsafe_build(vllm_runs):
+    """``{"plugins", "observe"}`` for the PR-50488-only build reconstructed from 0.29.0's source."""
+    return vllm_runs.get(UNSAFE)["unsafe"]

@@ -1,0 +1,210 @@
+"""Runs INSIDE one real vLLM release (through the harness), in one process, so the suite pays one vLLM
+import per release. Prints one JSON line: {"plugins": ..., "observe": ..., "dispatch": ...}.
+
+1. plugins: vLLM's own ``load_general_plugins()`` first in a pristine process (patches pending, then
+   applied when the targets are imported, as in a real worker), then again (``plugins_loaded`` reset,
+   ``graphfix.remove()`` between runs) with each graphfix flag ``off``, with ``GRAPHFIX=0``, with
+   ``VLLM_PLUGINS`` naming another plugin, and with ``VLLM_PLUGINS=graphfix``. After each: every patch's
+   state and what sits at each target ("graphfix", "shipped": the very object the release shipped).
+2. observe: ``graphfix.scenarios.observe("vllm")`` (every scenario off, then on) — what
+   ``python -m graphfix.observe vllm`` prints.
+3. dispatch (``--dispatch``): with the release's real ``CudagraphDispatcher``, after the spec-decode size
+   adjustment the V1 runner applies, which uniform-decode batches dispatch to FULL graphs with the
+   shipped default sizes and with the patched ones.
+
+4. unsafe build (``--unsafe-build``): steps 1-2 again (``patch`` only) after
+   ``install_unsafe_build()`` rebuilt the never-released PR-50488 build from this release's source.
+
+usage: python tests/vllm/inside_release.py [--dispatch] [--unsafe-build]
+"""
+
+import importlib
+import json
+import os
+import sys
+
+import wrapt
+
+FLAGS = ("GRAPHFIX", "GRAPHFIX_VLLM_CUDAGRAPH_SIZES", "GRAPHFIX_VLLM_SPEC_PREFILL_METADATA", "VLLM_PLUGINS",
+         "VLLM_USE_BREAKABLE_CUDAGRAPH")  # parity is defined with breakable CUDA graphs off
+for name in FLAGS:
+    os.environ.pop(name, None)
+import vllm.plugins  # noqa: E402
+
+
+def targets():
+    from graphfix.patch import lookup
+    from graphfix.registry import REGISTRY
+
+    for patch in REGISTRY.load("vllm"):
+        for t in patch.targets:
+            obj = lookup(t.module, t.qualname) if t.module in sys.modules else None
+            ours = obj is not None and wrapt.find_wrapper(
+                obj, predicate=lambda w: getattr(w, "_self_graphfix", None) == patch.id) is not None
+            yield patch.id, f"{t.module}:{t.qualname}", obj, ours
+
+
+def snapshot(shipped):
+    import graphfix
+
+    out = {row.id: {"state": row.state, "reason": row.reason, "targets": {}} for row in graphfix.status("vllm")}
+    for pid, key, obj, ours in targets():
+        kind = "absent" if obj is None else "graphfix" if ours else "shipped" if obj is shipped.get(key) else "other"
+        out[pid]["targets"][key] = kind
+    return out
+
+
+def import_targets():
+    from graphfix.registry import REGISTRY
+
+    for patch in REGISTRY.load("vllm"):
+        for module in patch.modules:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                sys.stderr.write(f"cannot import {module}: {exc}\n")
+
+
+CALLS = []
+
+
+def load(env):
+    """vLLM's loader with ``env``; returns how often it called graphfix's entry point."""
+    import vllm_graphfix
+
+    for name in FLAGS:
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    register = vllm_graphfix.register
+    vllm_graphfix.register = lambda: (CALLS.append(1), register())  # what entry_points().load() returns
+    try:
+        before = len(CALLS)
+        vllm.plugins.plugins_loaded = False
+        vllm.plugins.load_general_plugins()
+        return len(CALLS) - before
+    finally:
+        vllm_graphfix.register = register
+
+
+def plugin_runs():
+    import graphfix
+
+    runs = {}
+    calls = load({})
+    runs["loader_before_import"] = {pid: s["state"] for pid, s in snapshot({}).items()}
+    runs["loader_before_import"]["register_calls"] = calls
+    import_targets()
+    # what each graphfix wrapper wraps is what the release shipped
+    shipped = {key: obj.__wrapped__ if ours else obj for _, key, obj, ours in targets() if obj is not None}
+    runs["loader"] = snapshot(shipped)
+    runs["loader"]["register_calls"] = calls
+    variants = {
+        "sizes_off": {"GRAPHFIX_VLLM_CUDAGRAPH_SIZES": "off"},
+        "spec_off": {"GRAPHFIX_VLLM_SPEC_PREFILL_METADATA": "off"},
+        "master_off": {"GRAPHFIX": "0"},
+        "other_plugin": {"VLLM_PLUGINS": "some_other_plugin"},
+        "graphfix_named": {"VLLM_PLUGINS": "graphfix"},
+    }
+    for name, env in variants.items():
+        graphfix.remove()
+        calls = load(env)
+        runs[name] = snapshot(shipped)
+        runs[name]["register_calls"] = calls
+    graphfix.remove()
+    return runs
+
+
+def dispatch_measurement():
+    """Uniform-decode batches that reach a FULL graph, shipped default sizes vs patched ones."""
+    from unittest.mock import MagicMock
+
+    import graphfix
+    from vllm.config import CompilationConfig, ParallelConfig, SchedulerConfig, VllmConfig
+    from vllm.config.compilation import CompilationMode, CUDAGraphMode
+    from vllm.v1.attention.backend import AttentionCGSupport
+    from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
+
+    grid = [(s, k, m) for s in (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 33, 48, 64, 100, 128, 256, 300, 512)
+            for k in (0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 24) for m in (8192, 2048, 512, 256) if m >= s]
+
+    def config(s, k, m, sizes=None):
+        c = MagicMock(spec=VllmConfig)
+        c.model_config = MagicMock(enforce_eager=False)
+        kw = {} if sizes is None else {"cudagraph_capture_sizes": sizes}
+        c.compilation_config = CompilationConfig(mode=CompilationMode.VLLM_COMPILE,
+                                                 cudagraph_mode=CUDAGraphMode.FULL_AND_PIECEWISE, **kw)
+        c.scheduler_config = SchedulerConfig(max_num_seqs=s, max_num_batched_tokens=m, max_model_len=m,
+                                             is_encoder_decoder=False)
+        c.parallel_config, c.performance_mode, c.lora_config = ParallelConfig(), "balanced", None
+        c.num_speculative_tokens, c.uniform_decode_query_len = k, 1 + k
+        c.speculative_config = None
+        return c
+
+    def defaults(patched):
+        graphfix.remove()
+        if patched:
+            graphfix.apply("vllm", only=["vllm.cudagraph_sizes"])
+        out = {}
+        for s, k, m in grid:
+            c = config(s, k, m)
+            VllmConfig._set_cudagraph_sizes(c)
+            out[(s, k, m)] = list(c.compilation_config.cudagraph_capture_sizes)
+        graphfix.remove()
+        return out
+
+    def full_batches(s, k, m, sizes):
+        c = config(s, k, m, sizes)
+        VllmConfig._set_cudagraph_sizes(c)  # user branch: takes the sizes as given
+        cc = c.compilation_config
+        cc.set_splitting_ops_for_v1("allgather_reducescatter", 1)
+        mode = cc.resolve_cudagraph_mode_and_sizes(AttentionCGSupport.UNIFORM_BATCH, "FLASH_ATTN", 1 + k,
+                                                   use_v2_model_runner=False, tensor_parallel_size=1,
+                                                   max_num_reqs=s)
+        d = CudagraphDispatcher(c)
+        d.initialize_cudagraph_keys(mode, 1 + k)
+        return {r for r in range(1, s + 1) if r * (1 + k) <= m
+                and d.dispatch(r * (1 + k), uniform_decode=True)[0] == CUDAGraphMode.FULL}, \
+            sum(1 for r in range(1, s + 1) if r * (1 + k) <= m)
+
+    shipped, patched = defaults(False), defaults(True)
+    totals = dict(configs=0, uniform_batches=0, full_shipped=0, full_patched=0, lists_differ=0,
+                  configs_changed=0, batches_gained=0, batches_lost=0)
+    changed = []
+    for key in grid:
+        a, batches = full_batches(*key, shipped[key])
+        b, _ = full_batches(*key, patched[key])
+        totals["configs"] += 1
+        totals["uniform_batches"] += batches
+        totals["full_shipped"] += len(a)
+        totals["full_patched"] += len(b)
+        totals["lists_differ"] += shipped[key] != patched[key]
+        if a != b:
+            totals["configs_changed"] += 1
+            changed.append({"config": list(key), "gained": sorted(b - a), "lost": sorted(a - b),
+                            "added_sizes": sorted(set(patched[key]) - set(shipped[key]))})
+        totals["batches_gained"] += len(b - a)
+        totals["batches_lost"] += len(a - b)
+    return {"totals": totals, "changed": changed}
+
+
+def main():
+    import graphfix
+    from graphfix.scenarios import observe
+
+    result = {"plugins": plugin_runs()}
+    for name in FLAGS:
+        os.environ.pop(name, None)
+    result["observe"] = observe("vllm")
+    if "--dispatch" in sys.argv:
+        result["dispatch"] = dispatch_measurement()
+    if "--unsafe-build" in sys.argv:  # same process, second pass: the never-released PR-50488 build
+        from vllm_graphfix.scenarios.cudagraph_sizes import install_unsafe_build
+
+        graphfix.remove()
+        shipped = install_unsafe_build()
+        result["unsafe"] = {"plugins": plugin_runs(), "observe": observe("vllm", only=["vllm.cudagraph_sizes"])}
+        sys.modules["vllm.config.vllm"].VllmConfig._set_cudagraph_sizes = shipped
+    print(json.dumps(result, sort_keys=True))
+
+
+main()

@@ -1,0 +1,103 @@
+"""vllm.spec_prefill_metadata — fresh attention metadata for the speculator's draft-prefill CUDA graphs.
+
+Symptom: with model runner V2 and an autoregressive speculator (Eagle, MTP, Gemma4), the draft prefill
+FULL graphs are captured with the attention states the *target* capture saved. Those metadata objects
+are views of per-builder persistent buffers (FA3 AOT scheduler_metadata, query_start_loc, seq_lens),
+overwritten by every later build, so kernels are captured with the launch metadata of whichever
+descriptor the target captured last. On low-SM devices (H200 MIG 16-SM slice) FA3's split-KV combine
+kernel (flash_fwd_combine) then reads out of bounds: "CUDA error: an illegal memory access was
+encountered" at startup or on the first draft-prefill replay.
+Upstream fix: vllm-project/vllm (seed 002), released in 0.26.0: SpeculatorCudaGraphManager calls
+prepare_inputs_to_capture(...) for every warmup and every capture pass, through the target runner's
+input_buffers and attn_groups (DraftModelSpeculator.set_attn(..., target_input_buffers, target_attn_groups)).
+Affected: 0.23.0, 0.24.0, 0.25.0, 0.25.1.   Fixed: 0.26.0.   Flag: GRAPHFIX_VLLM_SPEC_PREFILL_METADATA.
+Wrapper: GPUModelRunner.capture_model publishes its runner for the duration of the call; inside it,
+PrefillSpeculatorCudaGraphManager.capture gets, instead of the target's saved states, a mapping whose
+every ``.warmup`` / ``.captured`` read prepares new metadata exactly as 0.26.0 does (speculator's model
+state, block tables and KV-cache config; runner's input_buffers and attn_groups). The shipped capture
+loop, draft decode capture and DFlash/DSpark are untouched. Not covered: the 0.21.0/0.22.1 predecessor
+(PrefillEagleCudaGraphManager in another module; see docs/dev/patches-vllm.spec_prefill_metadata.md).
+"""
+
+import contextvars
+import logging
+import sys
+
+from graphfix import Patch, Verdict, code_refs, params
+
+log = logging.getLogger("graphfix")
+PATCH = Patch(
+    id="vllm.spec_prefill_metadata",
+    engine="vllm",
+    affected=">=0.23.0,<0.26.0",
+    fixed_in="0.26.0",
+    upstream="vllm-project/vllm (seed 002): fresh attention metadata for speculator prefill graph capture",
+    summary="draft prefill CUDA graphs are captured with freshly prepared attention metadata",
+)
+RUNNER = "vllm.v1.worker.gpu.model_runner"
+MANAGERS = "vllm.v1.worker.gpu.spec_decode.autoregressive.cudagraph_utils"
+_runner = contextvars.ContextVar("graphfix_capturing_runner", default=None)
+
+
+@PATCH.wraps(RUNNER, "GPUModelRunner.capture_model")
+def _publish_runner(wrapped, instance, args, kwargs):
+    token = _runner.set(instance if instance is not None else args[0])
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        _runner.reset(token)
+
+
+class _FreshStates:
+    """Stands in for ``{desc: AttentionStatePair}``: each ``.warmup``/``.captured`` read prepares anew."""
+
+    def __init__(self, manager, speculator, runner, desc=None):
+        self._args, self._desc = (manager, speculator, runner), desc
+
+    def __getitem__(self, desc):
+        return _FreshStates(*self._args, desc)
+
+    @property
+    def warmup(self):
+        (manager, spec, runner), desc, mod = self._args, self._desc, sys.modules[MANAGERS]
+        return mod.prepare_inputs_to_capture(
+            desc.num_reqs or min(desc.num_tokens, manager.max_num_reqs), desc.num_tokens,
+            spec.model_state, runner.input_buffers, spec.block_tables, runner.attn_groups,
+            spec.kv_cache_config, skip_attn=desc.cg_mode == mod.CUDAGraphMode.PIECEWISE,
+        )
+
+    captured = warmup
+
+
+@PATCH.wraps(MANAGERS, "PrefillSpeculatorCudaGraphManager.capture", optional=True)
+def _fresh_metadata(wrapped, instance, args, kwargs):
+    def call(forward_fn, attn_states, *rest, **kw):
+        runner, speculator = _runner.get(), getattr(forward_fn, "__self__", None)
+        if instance is None or runner is None or getattr(runner, "speculator", None) is not speculator:
+            log.warning("vllm.spec_prefill_metadata: draft prefill captured outside "
+                        "GPUModelRunner.capture_model; saved target states used as shipped")
+            return wrapped(forward_fn, attn_states, *rest, **kw)
+        return wrapped(forward_fn, _FreshStates(instance, speculator, runner), *rest, **kw)
+
+    return call(*args, **kwargs)
+
+
+@PATCH.probe
+def probe(t):
+    mod = t.module(MANAGERS)
+    capture = t["PrefillSpeculatorCudaGraphManager.capture"]
+    if capture is None or "prepare_inputs_to_capture" in code_refs(capture):
+        fixed = getattr(getattr(mod, "SpeculatorCudaGraphManager", None), "capture", capture)
+        if "prepare_inputs_to_capture" in code_refs(fixed):
+            return Verdict.fixed("draft prefill capture prepares its own metadata for every pass")
+        return Verdict.drifted("no draft prefill capture manager of a known shape")
+    if params(capture)[:3] != ("self", "forward_fn", "attn_states") or not {
+            "warmup", "captured", "max_num_reqs"} <= code_refs(capture):
+        return Verdict.drifted("PrefillSpeculatorCudaGraphManager.capture reads its states in an unknown way")
+    if params(getattr(mod, "prepare_inputs_to_capture", None)) != (
+            "num_reqs", "num_tokens", "model_state", "input_buffers", "block_tables", "attn_groups",
+            "kv_cache_config", "skip_attn"):
+        return Verdict.drifted("prepare_inputs_to_capture has an unknown signature")
+    if not {"input_buffers", "attn_groups", "speculator"} <= code_refs(t["GPUModelRunner.capture_model"]):
+        return Verdict.drifted("GPUModelRunner.capture_model no longer hands the target's buffers over")
+    return Verdict.buggy("draft prefill capture reuses the attention states saved by the target capture")
