@@ -43,9 +43,9 @@ def cmd_build(args):
 
 
 def cmd_run(args):
-    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    argv = list(args.command_argv)
     if not argv:
-        sys.exit("harness run: give a command after --")
+        sys.exit("harness run: give the command after --, e.g. run sglang==0.5.14 -- python -c 'import sglang'")
     env = _ensure(args.spec, args)
     if argv[0] == "python":
         argv[0] = str(env.python)
@@ -83,22 +83,21 @@ def cmd_check(args):
 
 
 def _print_report(report, verbose):
-    status = "PASS" if report["ok"] else "FAIL"
     info = report.get("info", {})
-    print(f"{status} {report['spec']:22} {report['seconds']:6.1f}s  (imports {info.get('import_seconds', '?')}s,"
-          f" torch {info.get('torch')}, transformers {info.get('transformers')})", flush=True)
+    chosen = [f"{r['label']}: {r['module']}" for r in report["results"] if r.get("alternatives")]
+    print(f"{'PASS' if report['ok'] else 'FAIL'} {report['spec']:20} {report['seconds']:6.1f}s"
+          f"  imports {info.get('import_seconds', '?')}s  {'; '.join(chosen)}", flush=True)
     for r in report["results"]:
-        mark = "ok " if r["ok"] else "ERR"
-        line = f"    {mark} {r['label']:32} {r['module']}"
+        if verbose or not r["ok"]:
+            print(f"    {'ok ' if r['ok'] else 'ERR'} {r['label']:32} {r['module']} ({r['seconds']}s)")
         if not r["ok"]:
-            line += f"\n        {r['error']}"
-            if verbose:
-                line += "\n" + r.get("traceback", "")
-        print(line)
-    if info.get("entry_points") is not None:
-        print(f"    entry points: {', '.join(info['entry_points']) or '(none)'}")
+            print(f"        {r['error']}" + ("\n" + r.get("traceback", "") if verbose else ""))
+    if verbose:
+        print(f"    versions: torch {info.get('torch')}, transformers {info.get('transformers')},"
+              f" graphfix {info.get('graphfix')}")
+        print(f"    entry points: {', '.join(info.get('entry_points') or ()) or '(none)'}")
     if "output" in report:
-        print("    probe output (tail):\n" + "\n".join("      " + l for l in report["output"].splitlines()))
+        print("    probe output (tail):\n" + "\n".join("      " + line for line in report["output"].splitlines()))
 
 
 def main(argv=None):
@@ -122,10 +121,9 @@ def main(argv=None):
     p.add_argument("--repo")
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("run", help="run a command inside a release: run SPEC -- python -c ...")
+    p = sub.add_parser("run", help="run a command inside a release: run SPEC [--no-graphfix] -- python ...")
     p.add_argument("spec", metavar="ENGINE==VERSION")
     env_opts(p)
-    p.add_argument("argv", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("path", help="print a release's python and PYTHONPATH")
@@ -140,7 +138,10 @@ def main(argv=None):
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check)
 
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command_argv = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.command_argv = command_argv
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Elapsed())
     logger = logging.getLogger("harness")

@@ -16,7 +16,7 @@ import traceback
 def _exists(module):
     try:
         return importlib.util.find_spec(module) is not None
-    except Exception:  # a parent failed to import: the import below reports why
+    except Exception:  # noqa: BLE001 - a parent failed to import; the import below says why
         return False
 
 
@@ -25,7 +25,7 @@ def _check(label, candidates):
     target = (present or candidates)[0]
     module, _, attr = target.partition(":")
     start = time.monotonic()
-    result = {"label": label, "module": module, "ok": False}
+    result = {"label": label, "module": module, "ok": False, "alternatives": len(candidates) > 1}
     try:
         mod = importlib.import_module(module)
         if attr:

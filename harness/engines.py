@@ -194,7 +194,7 @@ class EngineEnv:
         argv = [str(a) for a in argv]
         if argv and argv[0] == "python":
             argv[0] = str(self.python)
-        proc = subprocess.run(argv, env=self.env(env), cwd=cwd, timeout=timeout,
+        proc = subprocess.run(argv, check=False, env=self.env(env), cwd=cwd, timeout=timeout,
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if check and proc.returncode:
             raise RunError(proc.returncode, argv, proc.stdout, proc.stderr)
@@ -241,7 +241,7 @@ def ensure_base(engine: str, *, cache: Path | str | None = None) -> Path:
     key = _key("base", sys.version, *pins)
 
     def build(tmp: Path, work: Path):
-        _cmd([sys.executable, "-m", "venv", str(tmp)])
+        _cmd([sys.executable, "-m", "venv", "--prompt", f"base-{engine}", str(tmp)])
         _pip(tmp / "bin" / "python", "install", "--no-deps", "--no-compile", *pins)
 
     dest = _materialize(cache, f"base-{engine}", key, build)
@@ -272,7 +272,7 @@ def ensure_graphfix(repo: Path | str | None = None, *, python: Path | None = Non
     repo = Path(repo or REPO_ROOT).resolve()
     cache = Path(cache or CACHE)
     digest, files = _graphfix_sources(repo)
-    if not any(f.name == "setup.cfg" or f.name == "pyproject.toml" for f in files):
+    if not ((repo / "setup.cfg").is_file() or (repo / "pyproject.toml").is_file()):
         raise HarnessError(f"{repo} has no setup.cfg/pyproject.toml: cannot build graphfix")
     python = python or ensure_base("sglang", cache=cache)
 
@@ -433,7 +433,7 @@ def _pip(python: Path, *args) -> None:
 
 def _cmd(argv) -> None:
     log.debug("$ %s", " ".join(map(str, argv)))
-    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode:
         raise RunError(proc.returncode, argv, proc.stdout, proc.stderr)
 

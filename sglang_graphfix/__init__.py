@@ -1,7 +1,7 @@
 """SGLang patches. ``register`` is the ``sglang.srt.plugins`` entry point."""
 
-PATCH_MODULES = ("graph_pool",)
-SCENARIO_MODULES = ("graph_pool",)
+PATCH_MODULES = ("graph_pool", "logits_rows", "warmup_hook", "capture_stream")
+SCENARIO_MODULES = ("graph_pool", "logits_rows", "warmup_hook", "capture_stream")
 
 
 def register() -> None:

@@ -17,7 +17,6 @@ imported) into a permissive stand-in:
 import importlib.abc
 import importlib.machinery
 import sys
-import types
 
 
 class Inert:

@@ -10,6 +10,7 @@ Nothing can run: ``triton.backends.backends`` is empty and
 ``has_triton()`` reports False on CPU.
 """
 
+import importlib
 import types
 
 from _harness_stub import make_package
@@ -37,5 +38,6 @@ def _populate(module):
 
 make_package(__name__, _populate)
 
-import triton.backends  # noqa: E402  (attribute access must find the real values)
-import triton.runtime  # noqa: E402
+# Import now, so that attribute access (triton.runtime.driver) finds the real values.
+importlib.import_module(__name__ + ".backends")
+importlib.import_module(__name__ + ".runtime")
