@@ -69,3 +69,14 @@ def plugins_in(vllm_runs):
 def unsafe_build(vllm_runs):
     """``{"plugins", "observe"}`` for the PR-50488-only build reconstructed from 0.29.0's source."""
     return vllm_runs.get(UNSAFE)["unsafe"]
+
+
+def check_left_as_shipped(runs, run, pid):
+    """After plugin-loader run ``run`` (a flag off, ``GRAPHFIX=0`` or another plugin allowlisted), every
+    target of ``pid`` is exactly as shipped, and the patch says why."""
+    state = runs[run][pid]
+    assert set(state["targets"].values()) == {"shipped"}, state
+    if run == "other_plugin":
+        assert runs[run]["register_calls"] == 0
+    else:
+        assert state["state"] == "disabled", state

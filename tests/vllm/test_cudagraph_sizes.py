@@ -5,7 +5,7 @@ Every expected list comes from running 0.29.0's own method at test time."""
 import pytest
 
 from tests.conftest import releases
-from tests.vllm.conftest import DISPATCH, SIZES_BACKPORT, SIZES_FIXED
+from tests.vllm.conftest import check_left_as_shipped, DISPATCH, SIZES_BACKPORT, SIZES_FIXED
 
 PID = "vllm.cudagraph_sizes"
 pytestmark = pytest.mark.engine
@@ -114,10 +114,4 @@ def test_vllm_plugin_loader_applies_it_on_the_unsafe_build(unsafe_build):
 @pytest.mark.parametrize("version", BACKPORT)
 @pytest.mark.parametrize("run", ["sizes_off", "master_off", "other_plugin"])
 def test_left_as_shipped(version, run, plugins_in):
-    runs = plugins_in(version)
-    state = runs[run][PID]
-    assert set(state["targets"].values()) == {"shipped"}, state
-    if run == "other_plugin":
-        assert runs[run]["register_calls"] == 0
-    else:
-        assert state["state"] == "disabled", state
+    check_left_as_shipped(plugins_in(version), run, PID)
