@@ -5,7 +5,7 @@ Drives the release's real ``DecodeCudaGraphRunner.capture()`` / ``PrefillCudaGra
 (their ``graph_capture()`` stream handling included), the real ``FullCudaGraphBackend`` (decode) and
 ``BreakableCudaGraphBackend`` (prefill) and ``runner_utils.pool``, around a toy bf16 MLP that is
 wide enough for graph scratch to dominate. Only the per-shape batch building of the runners is
-replaced (see ``gpu_env/sglang_harness.py``). Every arrangement runs in a fresh process.
+replaced (see ``harness/sglang_process.py``). Every arrangement runs in a fresh process.
 
 Passes (each one runner with its own backend, captured serially in the order given):
   prefill  target model, prefill-like token counts, BreakableCudaGraphBackend
@@ -37,9 +37,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-GPU_ENV = os.path.join(HERE, "gpu_env")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:  # run as a script from benchmarks/: graphfix and harness come from the checkout
+    sys.path.insert(0, REPO)
 
 ARRANGEMENTS = {
     "prefill": ("prefill",),
@@ -103,24 +103,22 @@ def _pool_segments(torch):
 
 def run_one(cfg: dict) -> dict:
     t_start = time.time()
-    sys.path[:0] = [p for p in (REPO, GPU_ENV) if p not in sys.path]
-    import sglang_gpu_env
-    import sglang_harness as H
+    from harness import sglang_process as P
 
-    flags = H.set_patch_flags([p for p in cfg["patches"].split(",") if p])
-    env = sglang_gpu_env.install()
+    flags = P.set_patch_flags([p for p in cfg["patches"].split(",") if p])
+    env = P.install_standins()
     import graphfix
 
-    modules = H.import_available_patches()
+    modules = P.import_available_patches()
     graphfix.apply("sglang")  # before sglang is imported: post-import hooks install the wrappers
 
     import torch
 
     torch.cuda.set_device(0)
-    BenchDecodeRunner, BenchPrefillRunner = H.bench_runner_classes()
-    H.install_single_rank_groups()
+    BenchDecodeRunner, BenchPrefillRunner = P.bench_runner_classes()
+    P.install_single_rank_groups()
     t_import = time.time() - t_start
-    status = H.graphfix_rows()
+    status = P.graphfix_rows()
 
     hidden, inter = cfg["hidden"], cfg["hidden"] * cfg["inter_mult"]
     dev, dtype = "cuda", torch.bfloat16
@@ -152,11 +150,11 @@ def run_one(cfg: dict) -> dict:
 
     def make(name):
         if name == "prefill":
-            mr = H.fake_model_runner(target)
+            mr = P.fake_model_runner(target)
             return BenchPrefillRunner(mr, static(prefill_tokens), static(prefill_tokens),
                                       cfg["prefill_tokens"], cfg["prefill_backend"])
         model = target if name == "decode" else draft
-        mr = H.fake_model_runner(model)
+        mr = P.fake_model_runner(model)
         return BenchDecodeRunner(mr, static(decode_tokens), static(decode_tokens), cfg["decode_bs"],
                                  cfg["tokens_per_bs"], cfg["decode_backend"])
 
@@ -169,7 +167,7 @@ def run_one(cfg: dict) -> dict:
     rows = []
     for name, runner in zip(passes, runners):
         t0 = time.time()
-        H.capture(runner, capture_mode=not name == "prefill")
+        P.capture(runner, capture_mode=not name == "prefill")
         torch.cuda.synchronize()
         seg = _pool_segments(torch)
         rows.append({
@@ -208,7 +206,7 @@ def run_one(cfg: dict) -> dict:
     return {
         "arrangement": cfg["arrangement"], "passes": list(passes), "patches": cfg["patches"] or "off",
         "requested_applied": {p: applied.get(p, "missing") for p in requested},
-        "sglang": H.sglang_version(), "flags": flags, "patch_modules": modules, "graphfix": status,
+        "sglang": P.sglang_version(), "flags": flags, "patch_modules": modules, "graphfix": status,
         "stand_ins": env,
         "per_pass": rows,
         "graph_pool_bytes": final["bytes"], "graph_pool_allocated": final["allocated"],
@@ -235,7 +233,7 @@ def _worker_cmd(arrangement, patches, args):
 
 def _worker_env(path):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([path, REPO, GPU_ENV] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join([path, REPO] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("TQDM_DISABLE", "1")
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -243,14 +241,12 @@ def _worker_env(path):
 
 def warm_imports():
     """Import what a worker imports (writes the bytecode caches once, before workers run side by side)."""
-    sys.path[:0] = [p for p in (REPO, GPU_ENV) if p not in sys.path]
-    import sglang_gpu_env
-    import sglang_harness as H
+    from harness import sglang_process as P
 
-    sglang_gpu_env.install()
-    H.import_available_patches()
-    H.bench_runner_classes()
-    print("warm:", H.sglang_version())
+    P.install_standins()
+    P.import_available_patches()
+    P.bench_runner_classes()
+    print("warm:", P.sglang_version())
 
 
 def _run_worker(index, version, path, arrangement, patches, args, repeat):

@@ -1,4 +1,4 @@
-"""python -m harness {build,run,path,check} -- see harness/README.md."""
+"""python -m harness {build,run,path,check,pins} -- see harness/README.md."""
 
 import argparse
 import json
@@ -82,6 +82,11 @@ def cmd_check(args):
     return 1 if failed else 0
 
 
+def cmd_pins(args):
+    print("\n".join(engines.pins(args.engine, for_gpu=args.for_gpu)))
+    return 0
+
+
 def _print_report(report, verbose):
     info = report.get("info", {})
     chosen = [f"{r['label']}: {r['module']}" for r in report["results"] if r.get("alternatives")]
@@ -137,6 +142,12 @@ def main(argv=None):
     env_opts(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("pins", help="print an engine's pinned requirements, one a line")
+    p.add_argument("engine", choices=sorted(engines.RELEASES))
+    p.add_argument("--for-gpu", action="store_true",
+                   help="those that benchmarks/fetch_wheels.sh carries to a CUDA machine")
+    p.set_defaults(func=cmd_pins)
 
     argv = list(sys.argv[1:] if argv is None else argv)
     command_argv = argv[argv.index("--") + 1:] if "--" in argv else []

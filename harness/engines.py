@@ -38,7 +38,7 @@ log = logging.getLogger("harness")
 
 CACHE = Path(os.environ.get("GRAPHFIX_ENGINE_CACHE") or Path.home() / ".cache" / "graphfix-engines")
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STUBS = Path(__file__).resolve().parent / "stubs"
+STANDINS = Path(__file__).resolve().parent / "standins"  # on PYTHONPATH: triton, torchvision stand-ins
 PROBE = Path(__file__).resolve().parent / "_probe.py"
 
 RELEASES = {
@@ -88,7 +88,18 @@ VLLM_PINS = (
 
 ENGINE_PINS = {"sglang": COMMON_PINS + SGLANG_PINS, "vllm": COMMON_PINS + VLLM_PINS}
 
-# Engines whose releases need the stand-ins in harness/stubs (triton, torchvision).
+# What benchmarks/fetch_wheels.sh carries to the CUDA machine (python 3.12 with torch and its
+# own site-packages, no SGLang): these names of ENGINE_PINS, at the versions pinned there, and
+# GPU_ONLY_PINS (openai's dependency jiter: the CPU envs never import the module that needs it).
+GPU_PIN_NAMES = {"sglang": (
+    "transformers", "tokenizers", "pydantic", "pydantic_core", "annotated-types", "typing-inspection",
+    "typing_extensions", "orjson", "pybase64", "pyzmq", "msgspec", "openai", "distro", "sniffio",
+    "partial-json-parser", "dill", "compressed-tensors", "gguf", "loguru", "ipython", "traitlets",
+    "starlette",
+)}
+GPU_ONLY_PINS = {"sglang": ("jiter==0.19.0",)}
+
+# Engines whose releases need the stand-ins in harness/standins (triton, torchvision).
 # vLLM copes without triton on its own (it logs "Triton not installed").
 STUB_ENGINES = ("sglang",)
 
@@ -201,6 +212,23 @@ class EngineEnv:
         return proc
 
 
+def pins(engine: str, for_gpu: bool = False) -> list[str]:
+    """The pinned requirements of engine's base venv, or (for_gpu) those carried to a CUDA machine."""
+    if not for_gpu:
+        return list(ENGINE_PINS[engine])
+    if engine not in GPU_PIN_NAMES:
+        raise HarnessError(f"no GPU pin list for {engine} (only {sorted(GPU_PIN_NAMES)})")
+    by_name = {_canonical(p.split("==")[0]): p for p in ENGINE_PINS[engine]}
+    missing = [n for n in GPU_PIN_NAMES[engine] if _canonical(n) not in by_name]
+    if missing:
+        raise HarnessError(f"GPU_PIN_NAMES[{engine!r}] names {missing}, not pinned in ENGINE_PINS")
+    return [by_name[_canonical(n)] for n in GPU_PIN_NAMES[engine]] + list(GPU_ONLY_PINS[engine])
+
+
+def _canonical(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
 def parse_spec(spec: str) -> tuple[str, str]:
     """'sglang==0.5.14' -> ('sglang', '0.5.14')."""
     engine, sep, version = spec.partition("==")
@@ -224,7 +252,7 @@ def ensure(engine: str, version: str, *, graphfix: bool = True, repo: Path | str
     python = ensure_base(engine, cache=cache)
     path = [ensure_release(engine, version, cache=cache)]
     if engine in STUB_ENGINES:
-        path.append(STUBS)
+        path.append(STANDINS)
     gf = ensure_graphfix(repo, python=python, cache=cache) if graphfix else None
     if gf:
         path.append(gf)

@@ -12,7 +12,7 @@ The release's own ``DecodeCudaGraphRunner.capture()`` -> ``_capture_one_stream``
 ``capture_one_shape`` -> ``capture_prepare`` (with its own input buffers and buffer registry) ->
 ``FullCudaGraphBackend.capture_one`` run unchanged; only the model (a toy embedding + gather
 "attention"), the model runner and the single-rank parallel group are stand-ins (see
-``benchmarks/gpu_env/sglang_harness.py``). Replay = refresh the backend's raw metadata for new
+``harness/sglang_process.py``). Replay = refresh the backend's raw metadata for new
 inputs, then ``FullCudaGraphBackend.replay`` (the runner's own ``load_batch``/``execute`` are not
 driven: they need a real model's batch). Unpatched, the hook goes to ``model_runner.attn_backend``,
 the capture-local backend stays in its post-warmup layout, the graph reads the frozen metadata and
@@ -24,8 +24,6 @@ Skips cleanly without CUDA (CI) and when SGLang or the patch is not importable.
 from __future__ import annotations
 
 import inspect
-import os
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -35,21 +33,16 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GPU_ENV = os.path.join(REPO, "benchmarks", "gpu_env")
-sys.path[:0] = [p for p in (REPO, GPU_ENV) if p not in sys.path]
-
-import sglang_gpu_env  # noqa: E402
-import sglang_harness as H  # noqa: E402
+from harness import sglang_process as P  # noqa: E402
 
 PATCH_ID = "sglang.warmup_hook"
 AFFECTED = ("0.5.14", "0.5.15", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18")
 RUNNER_MOD = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
 
-sglang_gpu_env.install()
+P.install_standins()
 import graphfix  # noqa: E402
 
-PATCH_MODULES = H.import_available_patches(("warmup_hook",))
+PATCH_MODULES = P.import_available_patches(("warmup_hook",))
 graphfix.remove()
 try:
     graphfix.apply("sglang", only=[PATCH_ID])  # hooks in place before the engine is imported
@@ -190,7 +183,7 @@ class HookTestRunner(decode_mod.DecodeCudaGraphRunner):
 
 
 def _model_runner(active_backend, model):
-    mr = H.fake_model_runner(model, attn_backend=active_backend, speculative_algorithm=None)
+    mr = P.fake_model_runner(model, attn_backend=active_backend, speculative_algorithm=None)
     mr.spec_algorithm = SpeculativeAlgorithm.NONE
     mr.model_config = SimpleNamespace(hidden_size=HIDDEN, vocab_size=VOCAB, dtype=torch.float32,
                                       is_encoder_decoder=False)
@@ -203,7 +196,7 @@ _SEEDS = iter(range(1, 1 << 30))
 def capture_and_replay(adaptive: bool):
     """Capture a decode runner whose backend is capture-local (adaptive) or the model runner's
     own; replay its largest graph on fresh inputs; return what the test asserts on."""
-    H.install_single_rank_groups()
+    P.install_single_rank_groups()
     model = ToyDecodeModel()
     active = LayoutSwitchingBackend("model_runner.attn_backend", max(CAPTURE_BS))
     local = LayoutSwitchingBackend("capture-local", max(CAPTURE_BS)) if adaptive else active
@@ -212,7 +205,7 @@ def capture_and_replay(adaptive: bool):
     # capture from zeros, so the warmup-time metadata (row 0) differs from any replay's.
     runner.buffers.input_ids.zero_()
     runner.buffers.out_cache_loc.zero_()
-    H.capture(runner)
+    P.capture(runner)
 
     bs = max(CAPTURE_BS)
     g = torch.Generator(device="cuda").manual_seed(next(_SEEDS))
@@ -269,8 +262,8 @@ def test_control_runner_on_the_active_backend_replays_correctly(unpatched):
 
 
 def test_unpatched_adaptive_runner_replays_frozen_metadata(unpatched):
-    if H.sglang_version() not in AFFECTED:
-        pytest.skip(f"sglang {H.sglang_version()} is not an affected release")
+    if P.sglang_version() not in AFFECTED:
+        pytest.skip(f"sglang {P.sglang_version()} is not an affected release")
     r = capture_and_replay(adaptive=True)
     assert r.local_hooks == 0 and r.active_hooks == 2 * len(CAPTURE_BS), vars(r)
     assert r.captured_layouts == ["post_warmup"] * len(CAPTURE_BS), vars(r)

@@ -1,5 +1,5 @@
 """Just enough of an SGLang process around the *real* graph runners and backends to capture toy
-models on one GPU, shared by ``benchmarks/graph_memory.py`` and ``tests/gpu/``.
+models on one GPU, shared by ``benchmarks/graph_memory.py`` and ``tests/gpu/`` (not shipped).
 
 What is real (imported from the installed SGLang release): ``DecodeCudaGraphRunner.capture`` /
 ``PrefillCudaGraphRunner.capture`` and their ``_capture_one_stream`` loops, the module-level
@@ -11,31 +11,33 @@ replay) and ``runner_utils.pool``. For the warmup-hook test also ``capture_one_s
 
 What is a stand-in: the model runner (a namespace with the attributes these methods read), the
 tensor/pipeline-parallel group (a ``GroupCoordinator`` of world size 1 with no communicators,
-built without ``torch.distributed``), and the model (a toy bf16 MLP).
+built without ``torch.distributed``), the model (a toy bf16 MLP), and SGLang's compiled
+dependencies where they are not installed (:func:`install_standins`).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
+import importlib.util
 import os
-import sys
 from types import SimpleNamespace
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+from harness import standins
 
 SGLANG_PATCH_IDS = ("sglang.graph_pool", "sglang.capture_stream", "sglang.warmup_hook", "sglang.logits_rows")
 
 RUNNER = "sglang.srt.model_executor.runner"
 BACKEND = "sglang.srt.model_executor.runner_backend"
+PARALLEL_STATE = "sglang.srt.distributed.parallel_state"
+PARALLEL_GROUPS = ("_WORLD", "_TP", "_PP", "_ATTN_TP", "_ATTN_CP", "_DCP", "_MOE_DP", "_MOE_EP", "_MOE_TP")
+STANDIN_ROOTS = ("sgl_kernel", "xgrammar")  # SGLang's compiled dependencies imported at module level
 
 
 def import_available_patches(names=("graph_pool", "capture_stream", "warmup_hook")) -> dict:
     """Register the SGLang patch modules present in this checkout, also those not yet listed in
     ``sglang_graphfix.PATCH_MODULES`` (``graphfix.apply("sglang")`` then decides about them as about
     any other). Returns ``{name: "listed" | "file-only" | "absent" | "error: ..."}``."""
-    import importlib
-    import importlib.util
-
     import sglang_graphfix
 
     found = {}
@@ -75,25 +77,35 @@ def graphfix_rows(engine="sglang") -> list[dict]:
 
 
 def sglang_version():
-    import importlib.metadata
-
     try:
         return importlib.metadata.version("sglang")
     except importlib.metadata.PackageNotFoundError:
         return None
 
 
-def install_single_rank_groups():
-    """Make ``get_tp_group()`` / ``get_pp_group()`` return one real ``GroupCoordinator`` object of
-    world size 1 without communicators, so the release's own ``graph_capture()`` runs unchanged
-    (including its "no stream given -> create a new one" branch)."""
-    import torch
-    from sglang.srt.distributed import parallel_state as ps
+def install_standins(force=False) -> dict:
+    """Call before anything imports sglang. On a CUDA machine ``sglang.srt.utils.is_cuda()`` is true,
+    so SGLang imports ``sgl_kernel`` at module level and registers fakes for ``sgl_kernel::*`` ops;
+    from 0.5.16 its function-call parser imports ``xgrammar`` at module level too. Where those are
+    not installed they become stand-ins whose functions raise if called (the benchmark and the GPU
+    tests run their own toy model and call no SGLang kernel or grammar), and registering a fake for
+    an op that does not exist is skipped. Nothing here changes SGLang's graph backends, runners or
+    allocator. ``force``: stand-ins even where the real package is installed (CPU proof).
+    Returns what was done, for the benchmark's JSON."""
+    done = standins.install_missing(STANDIN_ROOTS, force=force)
+    done["register_fake"] = standins.tolerant_register_fake()
+    return done
 
+
+def single_rank_group(device, device_module, unique_name="graphfix_single_rank"):
+    """One real ``GroupCoordinator`` of world size 1 without communicators, built without
+    ``torch.distributed``, so the release's own ``graph_capture()`` runs unchanged (including its
+    "no stream given -> create a new one" branch, which uses ``device_module.Stream``)."""
+    ps = importlib.import_module(PARALLEL_STATE)
     group = object.__new__(ps.GroupCoordinator)
     attrs = dict(
-        unique_name="graphfix_single_rank", rank=0, ranks=[0], world_size=1, local_rank=0,
-        rank_in_group=0, local_size=1, device=torch.device("cuda", 0), device_module=torch.cuda,
+        unique_name=unique_name, rank=0, ranks=[0], world_size=1, local_rank=0,
+        rank_in_group=0, local_size=1, device=device, device_module=device_module,
         ca_comm=None, qr_comm=None, pynccl_comm=None, pymscclpp_comm=None, torch_symm_mem_comm=None,
         mq_broadcaster=None, hpu_communicator=None, xpu_communicator=None, npu_communicator=None,
         use_pynccl=False, use_custom_allreduce=False, use_message_queue_broadcaster=False,
@@ -105,11 +117,28 @@ def install_single_rank_groups():
         except AttributeError:  # a read-only property in this release
             pass
     group.barrier = lambda *a, **k: None
-    # One process, one rank: every group is this one (graph_capture() enters each distinct group
-    # once, so aliases add nothing). The pdmux prefill group stays unset, as without pdmux.
-    for name in ("_WORLD", "_TP", "_PP", "_ATTN_TP", "_ATTN_CP", "_DCP", "_MOE_DP", "_MOE_EP", "_MOE_TP"):
-        if hasattr(ps, name):
-            setattr(ps, name, group)
+    return group
+
+
+def set_parallel_groups(groups) -> dict:
+    """Set every parallel-group global of ``parallel_state`` this release has: each to ``groups``
+    (one group), or by name from a dict (what an earlier call returned, to restore). One process,
+    one rank: every group is the same one (``graph_capture()`` enters each distinct group once, so
+    aliases add nothing); the pdmux prefill group stays unset, as without pdmux."""
+    ps = importlib.import_module(PARALLEL_STATE)
+    values = groups if isinstance(groups, dict) else {n: groups for n in PARALLEL_GROUPS if hasattr(ps, n)}
+    previous = {name: getattr(ps, name) for name in values}
+    for name, value in values.items():
+        setattr(ps, name, value)
+    return previous
+
+
+def install_single_rank_groups():
+    """Make ``get_tp_group()`` / ``get_pp_group()`` return one single-rank group on ``cuda:0``."""
+    import torch
+
+    group = single_rank_group(torch.device("cuda", 0), torch.cuda)
+    set_parallel_groups(group)
     return group
 
 
@@ -136,8 +165,6 @@ def bench_runner_classes():
     (the stream handling under test) and replace only the per-shape batch building with a toy
     forward on preallocated static inputs. Like SGLang's shared logits buffer, the result is copied
     into a static output allocated outside the graph pool, so the pool holds capture scratch."""
-    import importlib
-
     import torch
 
     decode_mod = importlib.import_module(f"{RUNNER}.decode_cuda_graph_runner")
@@ -207,7 +234,6 @@ def capture(runner, capture_mode=True):
     """What the runners' constructors do around ``capture()`` (the decode runner's constructor
     wraps it in ``model_capture_mode()``, the prefill runner's does not)."""
     import contextlib
-    import importlib
 
     mode = importlib.import_module("sglang.srt.model_executor.runner_utils.capture_mode")
     runner.device_module.synchronize()
@@ -215,8 +241,3 @@ def capture(runner, capture_mode=True):
     with mode.model_capture_mode() if capture_mode else contextlib.nullcontext():
         runner.capture()
 
-
-def add_repo_to_path():
-    for path in (REPO, HERE):
-        if path not in sys.path:
-            sys.path.insert(0, path)

@@ -1,7 +1,7 @@
 """CPU stand-in for ``triton`` (harness only; never shipped).
 
 SGLang imports triton unconditionally and decorates hundreds of kernels at
-import time.  Every ``triton.*`` import succeeds (see ``_harness_stub``);
+import time.  Every ``triton.*`` import succeeds (see ``standin_toolkit``);
 ``@triton.jit`` / ``@triton.autotune(...)`` / ``@triton.heuristics(...)``
 return the function unchanged; ``triton.runtime.jit.JITFunction`` and the other
 capitalised names are real classes (torch runs ``isinstance`` against them).
@@ -13,7 +13,7 @@ Nothing can run: ``triton.backends.backends`` is empty and
 import importlib
 import types
 
-from _harness_stub import make_package
+from standin_toolkit import make_package
 
 __version__ = "3.6.0"
 HARNESS_STAND_IN = True
