@@ -174,13 +174,22 @@ def bench_runner_classes():
     breakable = importlib.import_module(f"{BACKEND}.breakable_cuda_graph_backend").BreakableCudaGraphBackend
     backends = {"full": full, "breakable": breakable}
 
+    def toy_runner(runner, model_runner, static_x, static_out, backend):
+        """What both runners get in place of their constructors (after their own attributes)."""
+        runner.model_runner = model_runner
+        runner.device, runner.device_module = "cuda", torch.cuda
+        runner.tp_size = runner.dp_size = runner.pp_size = 1
+        runner.static_x, runner.static_out = static_x, static_out
+        runner.backend = backends[backend](runner)
+        runner.stream = None
+
+    def toy_shape_key(runner, size):
+        return ShapeKey(size=size)
+
     class BenchDecodeRunner(decode_mod.DecodeCudaGraphRunner):
         # DecodeCudaGraphRunner.__init__ is deliberately not run: it builds attention state and
         # input buffers for a real model. capture() below is the release's own.
         def __init__(self, model_runner, static_x, static_out, capture_bs, tokens_per_bs, backend="full"):
-            self.model_runner = model_runner
-            self.device, self.device_module = "cuda", torch.cuda
-            self.tp_size = self.dp_size = self.pp_size = 1
             self.enable_torch_compile = self.enable_profile_cuda_graph = self.enable_pdmux = False
             self.capture_bs, self.compile_bs = list(capture_bs), []
             self.num_tokens_per_bs = self.captured_req_width = tokens_per_bs
@@ -191,12 +200,9 @@ def bench_runner_classes():
                 seq_lens_cpu=torch.ones(max_bs, dtype=torch.int64),
                 reset_index_buffers=lambda: None,
             )
-            self.static_x, self.static_out = static_x, static_out
-            self.backend = backends[backend](self)
-            self.stream = None
+            toy_runner(self, model_runner, static_x, static_out, backend)
 
-        def shape_key(self, size):
-            return ShapeKey(size=size)
+        shape_key = toy_shape_key
 
         def tokens(self, size):
             return size * self.num_tokens_per_bs
@@ -208,16 +214,10 @@ def bench_runner_classes():
 
     class BenchPrefillRunner(prefill_mod.PrefillCudaGraphRunner):
         def __init__(self, model_runner, static_x, static_out, capture_num_tokens, backend="breakable"):
-            self.model_runner = model_runner
-            self.device, self.device_module = "cuda", torch.cuda
-            self.tp_size = self.dp_size = self.pp_size = 1
             self.capture_num_tokens = sorted(capture_num_tokens)
-            self.static_x, self.static_out = static_x, static_out
-            self.backend = backends[backend](self)
-            self.stream = None
+            toy_runner(self, model_runner, static_x, static_out, backend)
 
-        def shape_key(self, size):
-            return ShapeKey(size=size)
+        shape_key = toy_shape_key
 
         def tokens(self, size):
             return size
