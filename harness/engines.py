@@ -90,7 +90,8 @@ ENGINE_PINS = {"sglang": COMMON_PINS + SGLANG_PINS, "vllm": COMMON_PINS + VLLM_P
 
 # What benchmarks/fetch_wheels.sh carries to the CUDA machine (python 3.12 with torch and its
 # own site-packages, no SGLang): these names of ENGINE_PINS, at the versions pinned there, and
-# GPU_ONLY_PINS (openai's dependency jiter: the CPU envs never import the module that needs it).
+# GPU_ONLY_PINS: jiter, a dependency of openai 2.6.1 that the CUDA runs carried; only openai's
+# streaming helpers import it, which no CPU env reaches (base-sglang runs without it).
 GPU_PIN_NAMES = {"sglang": (
     "transformers", "tokenizers", "pydantic", "pydantic_core", "annotated-types", "typing-inspection",
     "typing_extensions", "orjson", "pybase64", "pyzmq", "msgspec", "openai", "distro", "sniffio",
@@ -101,7 +102,7 @@ GPU_ONLY_PINS = {"sglang": ("jiter==0.19.0",)}
 
 # Engines whose releases need the stand-ins in harness/standins (triton, torchvision).
 # vLLM copes without triton on its own (it logs "Triton not installed").
-STUB_ENGINES = ("sglang",)
+STANDIN_ENGINES = ("sglang",)
 
 # Parts of a vLLM wheel not unpacked: compiled code that cannot load on CPU torch.
 VLLM_SKIP_SUFFIXES = (".so",)
@@ -251,7 +252,7 @@ def ensure(engine: str, version: str, *, graphfix: bool = True, repo: Path | str
     cache = Path(cache or CACHE)
     python = ensure_base(engine, cache=cache)
     path = [ensure_release(engine, version, cache=cache)]
-    if engine in STUB_ENGINES:
+    if engine in STANDIN_ENGINES:
         path.append(STANDINS)
     gf = ensure_graphfix(repo, python=python, cache=cache) if graphfix else None
     if gf:

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from harness import standins
+from harness import engines, standins
 from tests.conftest import ROOT, release
 
 
@@ -92,6 +92,15 @@ def test_inert_package_passes_decorators_through_and_real_files_win(tmp_path, mo
     assert repr(tl.transforms.InterpolationMode.BILINEAR) == \
         "<stand-in gf_inert_pkg.transforms.InterpolationMode.BILINEAR>"
     assert standins.is_standin(tl) and standins.is_standin(sys.modules["gf_inert_pkg.runtime.jit"])
+
+
+def test_gpu_pins_are_the_harness_pins():
+    gpu = engines.pins("sglang", for_gpu=True)
+    harness_pins = set(engines.pins("sglang"))
+    assert [p for p in gpu if p not in harness_pins] == list(engines.GPU_ONLY_PINS["sglang"])
+    assert not any(p.startswith("torch==") for p in gpu)  # the CUDA machine brings its own torch
+    with pytest.raises(engines.HarnessError):
+        engines.pins("vllm", for_gpu=True)
 
 
 # Inside a real SGLang release on CPU (harness): what tests/gpu and benchmarks/graph_memory.py do
