@@ -17,7 +17,9 @@ SIZES_BACKPORT = ">=0.23.0,<0.29.0"  # vllm.uniform_decode_sizes (opt-in)
 SIZES_FIXED = "0.29.0"
 DISPATCH = "0.28.0"  # whose real CudagraphDispatcher measures the backport
 UNSAFE = "0.29.0"  # whose source the unsafe build is reconstructed from
-OPTIONS = {DISPATCH: ("--dispatch",), UNSAFE: ("--unsafe-build",)}
+MUTANTS = {"0.25.1": "spec_draft_buffers,sizes_one_size"}  # release -> wrong wrappers verify must reject
+OPTIONS = {DISPATCH: ("--dispatch",), UNSAFE: ("--unsafe-build",),
+           **{v: (f"--mutants={names}",) for v, names in MUTANTS.items()}}
 
 
 def _jobs():
@@ -81,6 +83,12 @@ def plugins_in(vllm_runs):
 def unsafe_build(vllm_runs):
     """``{"plugins", "observe", "family100"}`` for the PR-50488 build reconstructed from 0.29.0's source."""
     return vllm_runs.get(UNSAFE)["unsafe"]
+
+
+@pytest.fixture(scope="session")
+def mutants_in(vllm_runs):
+    """``mutants_in(version)[name]`` -> ``{"rc", "rows"}`` of ``graphfix verify --json`` ("control": real)."""
+    return lambda version: vllm_runs.get(version)["mutants"]
 
 
 def check_left_as_shipped(runs, run, pid):

@@ -18,7 +18,10 @@ import per release. Prints one JSON line: {"plugins": ..., "observe": ..., "disp
 6. unsafe build (``--unsafe-build``): steps 1, 2 (vllm.cudagraph_sizes only) and 5 again after
    ``unsafe_build.install()`` rebuilt the never-released PR-50488 build from this release's source.
 
-usage: python tests/vllm/inside_release.py [--dispatch] [--unsafe-build]
+7. mutants (``--mutants=NAME,...``): ``graphfix verify --json`` with the real patches, then with each
+   wrong wrapper of ``tests/vllm/mutants.py`` (exit status and rows).
+
+usage: python tests/vllm/inside_release.py [--dispatch] [--unsafe-build] [--mutants=NAME,...]
 """
 
 import importlib
@@ -243,6 +246,11 @@ def main():
     result["family100"] = {"shipped": family100(), "uniform": family100("vllm.uniform_decode_sizes")}
     if "--dispatch" in sys.argv:
         result["dispatch"] = dispatch_measurement()
+    wanted = [a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--mutants=")]
+    if wanted:
+        import mutants  # tests/vllm/mutants.py, beside this script
+
+        result["mutants"] = mutants.run(wanted[0], {"GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES": "on"})
     if "--unsafe-build" in sys.argv:  # same process, second pass: the never-released PR-50488 build
         import unsafe_build  # tests/vllm/unsafe_build.py, beside this script
 

@@ -259,16 +259,21 @@ def _describe(o):
     prep = [e for e in o["prefill"] if e["ev"] == "prepare"]
     fresh = sum(e["prepared_just_before"] for e in fwd)
     stale = sum(bool(e["stale_buffers"]) for e in fwd)
-    return (f"draft prefill: {len(prep)} preparations, {fresh}/{len(fwd)} forwards on metadata prepared "
-            f"just before, {stale} on overwritten buffers; target saved states read {o['saved_state_reads']}x")
+    target = sum((e["input_buffers"], e["attn_groups"]) == ("target", "target") for e in prep)
+    return (f"draft prefill: {len(prep)} preparations ({target} through the target's buffers), {fresh}/{len(fwd)} "
+            f"forwards on metadata prepared just before, {stale} on overwritten buffers; target saved states "
+            f"read {o['saved_state_reads']}x")
 
 
 def _fixed(o):
     if "skipped" in o:
         return None
     fwd = [e for e in o["prefill"] if e["ev"] == "forward"]
+    prep = [e for e in o["prefill"] if e["ev"] == "prepare"]
     return (o["saved_state_reads"] == 0 and bool(fwd)
-            and all(e["prepared_just_before"] and not e["stale_buffers"] for e in fwd))
+            and all(e["prepared_just_before"] and not e["stale_buffers"] for e in fwd)
+            # through the target runner's buffers and groups: the addresses the runtime refreshes
+            and all((e["input_buffers"], e["attn_groups"]) == ("target", "target") for e in prep))
 
 
 def observe(mode, descs, dp, k):
