@@ -17,7 +17,7 @@ SIZES_BACKPORT = ">=0.23.0,<0.29.0"  # vllm.uniform_decode_sizes (opt-in)
 SIZES_FIXED = "0.29.0"
 DISPATCH = "0.28.0"  # whose real CudagraphDispatcher measures the backport
 UNSAFE = "0.29.0"  # whose source the unsafe build is reconstructed from
-MUTANTS = {"0.25.1": "spec_draft_buffers,sizes_one_size"}  # release -> wrong wrappers verify must reject
+MUTANTS = {"0.25.1": "spec_draft_buffers,sizes_one_size", "0.22.1": "eagle_draft_buffers"}  # release -> wrong wrappers verify must reject
 OPTIONS = {DISPATCH: ("--dispatch",), UNSAFE: ("--unsafe-build",),
            **{v: (f"--mutants={names}",) for v, names in MUTANTS.items()}}
 

@@ -32,7 +32,8 @@ import sys
 import wrapt
 
 FLAGS = ("GRAPHFIX", "GRAPHFIX_VLLM_CUDAGRAPH_SIZES", "GRAPHFIX_VLLM_SPEC_PREFILL_METADATA", "VLLM_PLUGINS",
-         "GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES", "VLLM_USE_BREAKABLE_CUDAGRAPH")  # parity is defined with breakable CUDA graphs off
+         "GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES", "GRAPHFIX_VLLM_EAGLE_PREFILL_METADATA",
+         "VLLM_USE_BREAKABLE_CUDAGRAPH")  # parity is defined with breakable CUDA graphs off
 for name in FLAGS:
     os.environ.pop(name, None)
 import vllm.plugins  # noqa: E402
@@ -117,6 +118,7 @@ def plugin_runs():
         "uniform_on_master_off": {"GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES": "on", "GRAPHFIX": "0"},
         "uniform_on_other_plugin": {"GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES": "on", "VLLM_PLUGINS": "some_other_plugin"},
         "spec_off": {"GRAPHFIX_VLLM_SPEC_PREFILL_METADATA": "off"},
+        "eagle_off": {"GRAPHFIX_VLLM_EAGLE_PREFILL_METADATA": "off"},
         "master_off": {"GRAPHFIX": "0"},
         "other_plugin": {"VLLM_PLUGINS": "some_other_plugin"},
         "graphfix_named": {"VLLM_PLUGINS": "graphfix"},

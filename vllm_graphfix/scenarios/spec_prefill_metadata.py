@@ -294,3 +294,4 @@ def observe(mode, descs, dp, k):
 
 
 scenario("vllm.spec_prefill_metadata", cases=CASES, fixed=_fixed, describe=_describe)(observe)
+scenario("vllm.eagle_prefill_metadata", cases=CASES, fixed=_fixed, describe=_describe)(observe)
