@@ -86,6 +86,12 @@ def unsafe_build(vllm_runs):
 
 
 @pytest.fixture(scope="session")
+def plain_grid_revert(vllm_runs):
+    """vllm.cudagraph_sizes's decisions on a plain-grid revert of 0.29.0's method (flag auto, then on)."""
+    return vllm_runs.get(UNSAFE)["revert"]
+
+
+@pytest.fixture(scope="session")
 def mutants_in(vllm_runs):
     """``mutants_in(version)[name]`` -> ``{"rc", "rows"}`` of ``graphfix verify --json`` ("control": real)."""
     return lambda version: vllm_runs.get(version)["mutants"]

@@ -234,6 +234,28 @@ def family100(patch_id=None):
             os.environ.pop(name, None)
 
 
+def revert_pass(unsafe_build):
+    """vllm.cudagraph_sizes on a plain-grid revert of this release's method (flag unset, then ``on``)."""
+    import graphfix
+    from graphfix.registry import REGISTRY
+    from vllm_graphfix.cudagraph_sizes import default_sizes
+
+    graphfix.remove()
+    shipped = unsafe_build.install_plain_grid()
+    out = {"sizes_128_16": default_sizes(sys.modules["vllm.config.vllm"].VllmConfig._set_cudagraph_sizes, 128, 16)}
+    try:
+        for mode in ("auto", "on"):
+            os.environ["GRAPHFIX_VLLM_CUDAGRAPH_SIZES"] = mode
+            graphfix.apply("vllm", only=["vllm.cudagraph_sizes"])
+            rec = REGISTRY.record("vllm.cudagraph_sizes")
+            out[mode] = {"state": rec.state, "reason": rec.reason, "wrapped": bool(rec.handles)}
+            graphfix.remove()
+    finally:
+        os.environ.pop("GRAPHFIX_VLLM_CUDAGRAPH_SIZES", None)
+        unsafe_build.restore(shipped)
+    return out
+
+
 def main():
     import graphfix
     from graphfix.scenarios import observe
@@ -262,6 +284,7 @@ def main():
                             "family100": {"shipped": family100(),
                                           "patched": family100("vllm.cudagraph_sizes")}}
         unsafe_build.restore(shipped)
+        result["revert"] = revert_pass(unsafe_build)
     print(json.dumps(result, sort_keys=True))
 
 

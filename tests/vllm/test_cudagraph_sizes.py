@@ -94,14 +94,15 @@ def test_not_affected_where_the_regression_never_was(version, observe_in, plugin
         assert runs["on"] is None and "error" not in runs["off"], case
 
 
-def test_a_revert_to_the_plain_grid_is_left_alone(observe_in, fixed):
-    """An upstream build that went back to the plain grid must not be "fixed": the newest plain-grid
-    release stands in for it — its defaults are within the ceiling and graphfix leaves them."""
-    plain = observe_in(PLAIN_GRID[-1])[PID]
-    assert plain["state"] == "not-affected"
-    for key, res in plain["cases"]["grid"]["off"]["grid"].items():
-        assert res["max"] <= 512, key
-    assert plain["cases"]["grid"]["off"] != fixed["grid"]
+def test_a_revert_to_the_plain_grid_is_left_alone(plain_grid_revert):
+    """An upstream build that went back to the plain grid after 0.29.0 (rebuilt at test time from 0.29.0's
+    method without the uniform-decode append) must not be "fixed": not-affected, nothing wrapped, even
+    with the flag `on`."""
+    assert 17 not in plain_grid_revert["sizes_128_16"] and max(plain_grid_revert["sizes_128_16"]) == 512
+    for mode in ("auto", "on"):
+        decision = plain_grid_revert[mode]
+        assert decision["state"] == "not-affected" and not decision["wrapped"], (mode, decision)
+        assert "never had the PR 50488" in decision["reason"], decision
 
 
 @pytest.mark.parametrize("version", releases("vllm", f">={SIZES_FIXED}"))

@@ -43,20 +43,41 @@ class _Reverse(ast.NodeTransformer):
         return node
 
 
-def install():
-    """Put the reconstructed method on ``VllmConfig``; returns the shipped function to restore later."""
+class _PlainGrid(ast.NodeTransformer):
+    """A revert of PR 50488 after 0.29.0 (what draft PR 54352 proposed): the uniform-decode sizes are
+    no longer appended to the default list."""
+
+    def __init__(self):
+        self.appends = 0
+
+    def visit_AugAssign(self, node):
+        if ast.unparse(node.target) == "cudagraph_capture_sizes" and "uniform_decode_sizes" in ast.unparse(node.value):
+            self.appends += 1
+            return ast.Pass()
+        return node
+
+
+def _install(edit, expected, label):
     module = importlib.import_module("vllm.config.vllm")
     shipped = inspect.unwrap(module.VllmConfig.__dict__["_set_cudagraph_sizes"])
-    tree = ast.parse(textwrap.dedent(inspect.getsource(shipped)))
-    edit = _Reverse()
-    tree = ast.fix_missing_locations(edit.visit(tree))
-    if (edit.filters, edit.maxima) != (1, 1):
-        raise RuntimeError(f"installed _set_cudagraph_sizes is not 0.29.0's shape: {edit.filters} ceiling "
-                           f"filters, {edit.maxima} default maxima found (expected 1 and 1)")
+    tree = ast.fix_missing_locations(edit.visit(ast.parse(textwrap.dedent(inspect.getsource(shipped)))))
+    found = tuple(getattr(edit, name) for name in expected)
+    if found != (1,) * len(expected):
+        raise RuntimeError(f"installed _set_cudagraph_sizes is not 0.29.0's shape: {dict(zip(expected, found))}")
     namespace = {}
-    exec(compile(tree, "<tests: PR-50488 build reconstruction>", "exec"), vars(module), namespace)
+    exec(compile(tree, f"<tests: {label}>", "exec"), vars(module), namespace)
     module.VllmConfig._set_cudagraph_sizes = namespace["_set_cudagraph_sizes"]
     return shipped
+
+
+def install():
+    """Put the PR-50488 build's method on ``VllmConfig``; returns the shipped function to restore later."""
+    return _install(_Reverse(), ("filters", "maxima"), "PR-50488 build reconstruction")
+
+
+def install_plain_grid():
+    """Put a plain-grid revert of 0.29.0's method on ``VllmConfig``; returns the shipped function."""
+    return _install(_PlainGrid(), ("appends",), "plain-grid revert of 0.29.0")
 
 
 def restore(shipped):
