@@ -12,6 +12,7 @@ from packaging.specifiers import SpecifierSet
 from .flags import flag_name
 
 BUGGY, FIXED, DRIFTED = "buggy", "fixed", "drifted"
+UNAFFECTED = "unaffected"  # the installed code never had the bug (state not-affected)
 
 
 class Verdict(NamedTuple):
@@ -31,6 +32,10 @@ class Verdict(NamedTuple):
     @classmethod
     def drifted(cls, reason: str) -> "Verdict":
         return cls(DRIFTED, reason)
+
+    @classmethod
+    def unaffected(cls, reason: str) -> "Verdict":
+        return cls(UNAFFECTED, reason)
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class Patch:
     fixed_in: str
     upstream: str
     summary: str
+    default: str = "auto"  # what flag value ``auto`` means: "auto" (range + probe) or "off" (opt-in)
     targets: list[Target] = field(default_factory=list)
     needs: list[str] = field(default_factory=list)
     registry: object = field(default=None, repr=False)  # the process registry unless a test passes its own

@@ -14,7 +14,7 @@ import wrapt
 from packaging.version import InvalidVersion, Version
 
 from . import flags, logs
-from .patch import BUGGY, FIXED, Patch, Targets, lookup
+from .patch import BUGGY, FIXED, UNAFFECTED, Patch, Targets, lookup
 
 log = logging.getLogger("graphfix")
 
@@ -103,6 +103,9 @@ class Registry:
                 if modes[patch.id] == "off":
                     self._set(rec, DISABLED, f"{patch.flag}=off")
                     continue
+                if modes[patch.id] == "auto" and patch.default == "off":
+                    self._set(rec, DISABLED, f"opt-in: applied only with {patch.flag}=on")
+                    continue
                 if version is None:
                     self._set(rec, NOT_INSTALLED, f"{patch.engine} is not installed")
                     continue
@@ -169,6 +172,9 @@ class Registry:
         kind, why = verdict
         if kind == FIXED:
             self._set(rec, RETIRED, f"{patch.engine} {version} already has the upstream fix: {why}")
+            return
+        if kind == UNAFFECTED:
+            self._set(rec, NOT_AFFECTED, f"{patch.engine} {version}: {why}")
             return
         if kind != BUGGY:
             self._set(rec, DRIFTED, f"target shape not recognised, left alone: {why}")

@@ -1,7 +1,7 @@
 """vLLM patches. ``register`` is the ``vllm.general_plugins`` entry point."""
 
-PATCH_MODULES = ("spec_prefill_metadata", "cudagraph_sizes")
-SCENARIO_MODULES = ("spec_prefill_metadata", "cudagraph_sizes")
+PATCH_MODULES = ("spec_prefill_metadata", "eagle_prefill_metadata", "cudagraph_sizes", "uniform_decode_sizes")
+SCENARIO_MODULES = ("spec_prefill_metadata", "cudagraph_sizes")  # also uniform_decode_sizes
 
 
 def register() -> None:

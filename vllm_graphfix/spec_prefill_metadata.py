@@ -15,8 +15,8 @@ Wrapper: GPUModelRunner.capture_model publishes its runner for the duration of t
 PrefillSpeculatorCudaGraphManager.capture gets, instead of the target's saved states, a mapping whose
 every ``.warmup`` / ``.captured`` read prepares new metadata exactly as 0.26.0 does (speculator's model
 state, block tables and KV-cache config; runner's input_buffers and attn_groups). The shipped capture
-loop, draft decode capture and DFlash/DSpark are untouched. Not covered: the 0.21.0/0.22.1 predecessor
-(PrefillEagleCudaGraphManager in another module; see docs/dev/patches-vllm.spec_prefill_metadata.md).
+loop, draft decode capture and DFlash/DSpark are untouched. The 0.21.0/0.22.1 predecessor
+(PrefillEagleCudaGraphManager, another module) is vllm.eagle_prefill_metadata.
 """
 
 import contextvars

@@ -12,10 +12,16 @@ import per release. Prints one JSON line: {"plugins": ..., "observe": ..., "disp
    adjustment the V1 runner applies, which uniform-decode batches dispatch to FULL graphs with the
    shipped default sizes and with the patched ones.
 
-4. unsafe build (``--unsafe-build``): steps 1-2 again (``patch`` only) after
-   ``install_unsafe_build()`` rebuilt the never-released PR-50488 build from this release's source.
+4. opt-in: ``vllm.uniform_decode_sizes``'s scenario again with its flag ``on``.
+5. family100: default sizes over the grid with the platform reporting capability family 100 (ceiling
+   1024), shipped and with vllm.uniform_decode_sizes on.
+6. unsafe build (``--unsafe-build``): steps 1, 2 (vllm.cudagraph_sizes only) and 5 again after
+   ``unsafe_build.install()`` rebuilt the never-released PR-50488 build from this release's source.
 
-usage: python tests/vllm/inside_release.py [--dispatch] [--unsafe-build]
+7. mutants (``--mutants=NAME,...``): ``graphfix verify --json`` with the real patches, then with each
+   wrong wrapper of ``tests/vllm/mutants.py`` (exit status and rows).
+
+usage: python tests/vllm/inside_release.py [--dispatch] [--unsafe-build] [--mutants=NAME,...]
 """
 
 import importlib
@@ -26,6 +32,7 @@ import sys
 import wrapt
 
 FLAGS = ("GRAPHFIX", "GRAPHFIX_VLLM_CUDAGRAPH_SIZES", "GRAPHFIX_VLLM_SPEC_PREFILL_METADATA", "VLLM_PLUGINS",
+         "GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES", "GRAPHFIX_VLLM_EAGLE_PREFILL_METADATA",
          "VLLM_USE_BREAKABLE_CUDAGRAPH")  # parity is defined with breakable CUDA graphs off
 for name in FLAGS:
     os.environ.pop(name, None)
@@ -44,12 +51,19 @@ def targets():
             yield patch.id, f"{t.module}:{t.qualname}", obj, ours
 
 
+def unwrapped(obj):
+    while getattr(obj, "_self_graphfix", None):
+        obj = obj.__wrapped__
+    return obj
+
+
 def snapshot(shipped):
     import graphfix
 
     out = {row.id: {"state": row.state, "reason": row.reason, "targets": {}} for row in graphfix.status("vllm")}
     for pid, key, obj, ours in targets():
-        kind = "absent" if obj is None else "graphfix" if ours else "shipped" if obj is shipped.get(key) else "other"
+        kind = ("absent" if obj is None else "graphfix" if ours else "shipped" if obj is shipped.get(key)
+                else "other-patch" if unwrapped(obj) is shipped.get(key) else "other")
         out[pid]["targets"][key] = kind
     return out
 
@@ -94,13 +108,17 @@ def plugin_runs():
     runs["loader_before_import"] = {pid: s["state"] for pid, s in snapshot({}).items()}
     runs["loader_before_import"]["register_calls"] = calls
     import_targets()
-    # what each graphfix wrapper wraps is what the release shipped
-    shipped = {key: obj.__wrapped__ if ours else obj for _, key, obj, ours in targets() if obj is not None}
+    # what graphfix's wrappers (one or several patches on a target) wrap is what the release shipped
+    shipped = {key: unwrapped(obj) for _, key, obj, _ in targets() if obj is not None}
     runs["loader"] = snapshot(shipped)
     runs["loader"]["register_calls"] = calls
     variants = {
         "sizes_off": {"GRAPHFIX_VLLM_CUDAGRAPH_SIZES": "off"},
+        "uniform_on": {"GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES": "on"},
+        "uniform_on_master_off": {"GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES": "on", "GRAPHFIX": "0"},
+        "uniform_on_other_plugin": {"GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES": "on", "VLLM_PLUGINS": "some_other_plugin"},
         "spec_off": {"GRAPHFIX_VLLM_SPEC_PREFILL_METADATA": "off"},
+        "eagle_off": {"GRAPHFIX_VLLM_EAGLE_PREFILL_METADATA": "off"},
         "master_off": {"GRAPHFIX": "0"},
         "other_plugin": {"VLLM_PLUGINS": "some_other_plugin"},
         "graphfix_named": {"VLLM_PLUGINS": "graphfix"},
@@ -143,7 +161,9 @@ def dispatch_measurement():
     def defaults(patched):
         graphfix.remove()
         if patched:
-            graphfix.apply("vllm", only=["vllm.cudagraph_sizes"])
+            os.environ["GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES"] = "on"
+            graphfix.apply("vllm", only=["vllm.uniform_decode_sizes"])
+            os.environ.pop("GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES")
         out = {}
         for s, k, m in grid:
             c = config(s, k, m)
@@ -187,6 +207,55 @@ def dispatch_measurement():
     return {"totals": totals, "changed": changed}
 
 
+def family100(patch_id=None):
+    """Default sizes over the scenario grid while the platform reports capability family 100, shipped
+    (``patch_id`` None) or with ``patch_id`` applied (its flag ``on``)."""
+    import graphfix
+    import vllm.platforms
+    from vllm_graphfix.scenarios.cudagraph_sizes import GRID, _method, _mock
+
+    platform = vllm.platforms.current_platform
+    platform.is_device_capability_family = lambda family, device_id=0: family == 100
+    graphfix.remove()
+    if patch_id:
+        os.environ["GRAPHFIX_" + patch_id.upper().replace(".", "_")] = "on"
+        graphfix.apply("vllm", only=[patch_id])
+    try:
+        out = {}
+        for s, k, m in GRID:
+            config = _mock(s, k, m)
+            _method()(config)
+            out[f"{s},{k},{m}"] = list(config.compilation_config.cudagraph_capture_sizes)
+        return out
+    finally:
+        del platform.is_device_capability_family
+        graphfix.remove()
+        for name in FLAGS:
+            os.environ.pop(name, None)
+
+
+def revert_pass(unsafe_build):
+    """vllm.cudagraph_sizes on a plain-grid revert of this release's method (flag unset, then ``on``)."""
+    import graphfix
+    from graphfix.registry import REGISTRY
+    from vllm_graphfix.cudagraph_sizes import default_sizes
+
+    graphfix.remove()
+    shipped = unsafe_build.install_plain_grid()
+    out = {"sizes_128_16": default_sizes(sys.modules["vllm.config.vllm"].VllmConfig._set_cudagraph_sizes, 128, 16)}
+    try:
+        for mode in ("auto", "on"):
+            os.environ["GRAPHFIX_VLLM_CUDAGRAPH_SIZES"] = mode
+            graphfix.apply("vllm", only=["vllm.cudagraph_sizes"])
+            rec = REGISTRY.record("vllm.cudagraph_sizes")
+            out[mode] = {"state": rec.state, "reason": rec.reason, "wrapped": bool(rec.handles)}
+            graphfix.remove()
+    finally:
+        os.environ.pop("GRAPHFIX_VLLM_CUDAGRAPH_SIZES", None)
+        unsafe_build.restore(shipped)
+    return out
+
+
 def main():
     import graphfix
     from graphfix.scenarios import observe
@@ -195,15 +264,27 @@ def main():
     for name in FLAGS:
         os.environ.pop(name, None)
     result["observe"] = observe("vllm")
+    os.environ["GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES"] = "on"
+    result["opt_in"] = observe("vllm", only=["vllm.uniform_decode_sizes"])
+    os.environ.pop("GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES")
+    result["family100"] = {"shipped": family100(), "uniform": family100("vllm.uniform_decode_sizes")}
     if "--dispatch" in sys.argv:
         result["dispatch"] = dispatch_measurement()
+    wanted = [a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--mutants=")]
+    if wanted:
+        import mutants  # tests/vllm/mutants.py, beside this script
+
+        result["mutants"] = mutants.run(wanted[0], {"GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES": "on"})
     if "--unsafe-build" in sys.argv:  # same process, second pass: the never-released PR-50488 build
-        from vllm_graphfix.scenarios.cudagraph_sizes import install_unsafe_build
+        import unsafe_build  # tests/vllm/unsafe_build.py, beside this script
 
         graphfix.remove()
-        shipped = install_unsafe_build()
-        result["unsafe"] = {"plugins": plugin_runs(), "observe": observe("vllm", only=["vllm.cudagraph_sizes"])}
-        sys.modules["vllm.config.vllm"].VllmConfig._set_cudagraph_sizes = shipped
+        shipped = unsafe_build.install()
+        result["unsafe"] = {"plugins": plugin_runs(), "observe": observe("vllm", only=["vllm.cudagraph_sizes"]),
+                            "family100": {"shipped": family100(),
+                                          "patched": family100("vllm.cudagraph_sizes")}}
+        unsafe_build.restore(shipped)
+        result["revert"] = revert_pass(unsafe_build)
     print(json.dumps(result, sort_keys=True))
 
 

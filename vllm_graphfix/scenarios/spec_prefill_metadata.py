@@ -13,8 +13,10 @@ restored before returning.
 """
 
 import contextlib
+import dis
 import importlib
 import importlib.metadata
+import importlib.util
 import types
 
 from packaging.specifiers import SpecifierSet
@@ -22,8 +24,10 @@ from packaging.specifiers import SpecifierSet
 from graphfix.scenarios import scenario
 
 GPU = "vllm.v1.worker.gpu."
-# model-runner-V2 shape the stand-ins below fit: the affected releases and the first fixed one
-SUPPORTED = SpecifierSet(">=0.23.0,<0.27.0")
+# model-runner-V2 shape the stand-ins below fit: the affected releases and the first fixed one.
+# 0.21/0.22 ("legacy") name things differently: PrefillEagleCudaGraphManager in spec_decode.eagle.cudagraph,
+# EagleSpeculator.prefill/generate_draft as forward functions, no target buffers in set_attn.
+SUPPORTED = SpecifierSet(">=0.21.0,<0.27.0")
 MAX_REQS = 4
 # (cg_mode, num_tokens, num_reqs, uniform_token_count): PIECEWISE never pads requests; FULL with
 # request padding (uniform decode and mixed) and without (num_reqs None); descending per mode.
@@ -109,7 +113,7 @@ def _swap(stack, obj, name, value):
     stack.callback(lambda: setattr(obj, name, old) if had else delattr(obj, name))
 
 
-def _fakes(stack, log, base, ar, spec_mod, torch, draft_groups):
+def _fakes(stack, log, base, ar, spec_mod, torch, draft_groups, legacy):
     class Graph:
         def __init__(self, *a, **k):
             pass
@@ -135,10 +139,21 @@ def _fakes(stack, log, base, ar, spec_mod, torch, draft_groups):
         (torch.cuda, "mem_get_info", lambda *a: (0, 0)),
         (torch.accelerator, "empty_cache", lambda: None),
         (torch.accelerator, "get_memory_info", lambda *a: (0, 0)),
-        (spec_mod, "init_attn_backend", lambda *a, **k: (draft_groups, None, None)),
+        (spec_mod, "init_attn_backend", _attn_backend_stub(spec_mod, draft_groups, legacy)),
     ]
+    if legacy:  # the Eagle managers of 0.21/0.22 make a dedicated graph pool
+        swaps.append((torch.cuda, "graph_pool_handle", lambda: "eagle-pool"))
     for obj, name, value in swaps:
         _swap(stack, obj, name, value)
+
+
+def _attn_backend_stub(spec_mod, draft_groups, legacy):
+    if not legacy:
+        return lambda *a, **k: (draft_groups, None, None)
+    # legacy set_attn unpacks ``_, self.attn_groups, _[, _] = init_attn_backend(...)`` (3 in 0.21, 4 in 0.22)
+    width = next(i.arg for i in dis.get_instructions(spec_mod.EagleSpeculator.set_attn)
+                 if i.opname == "UNPACK_SEQUENCE")
+    return lambda *a, **k: (None, draft_groups) + (None,) * (width - 2)
 
 
 def _build(stack, log, mode_name, descs, dp, k):
@@ -150,17 +165,20 @@ def _build(stack, log, mode_name, descs, dp, k):
     base = importlib.import_module(GPU + "cudagraph_utils")
     mr = importlib.import_module(GPU + "model_runner")
     eagle = importlib.import_module(GPU + "spec_decode.eagle.speculator")
-    spec_mod = importlib.import_module(GPU + "spec_decode.speculator")
+    legacy = importlib.util.find_spec(GPU + "spec_decode.autoregressive") is None
+    spec_mod = eagle if legacy else importlib.import_module(GPU + "spec_decode.speculator")
     ib = importlib.import_module(GPU + "input_batch")
-    ar = importlib.import_module(GPU + "spec_decode.autoregressive.cudagraph_utils")
+    ar = importlib.import_module(GPU + ("spec_decode.eagle.cudagraph" if legacy else
+                                        "spec_decode.autoregressive.cudagraph_utils"))
     mode = CUDAGraphMode[mode_name]
     sizes = sorted({d[1] for d in descs})
     spec_cfg = types.SimpleNamespace(num_speculative_tokens=k,
                                      uses_dynamic_speculative_decoding=lambda: False)
+    legacy_mode = {"cudagraph_mode": mode} if legacy else {}  # 0.21/0.22 managers read it from the config
     cfg = types.SimpleNamespace(
         scheduler_config=types.SimpleNamespace(max_num_seqs=MAX_REQS, max_num_batched_tokens=64),
         compilation_config=CompilationConfig(cudagraph_capture_sizes=sizes,
-                                             max_cudagraph_capture_size=sizes[-1]),
+                                             max_cudagraph_capture_size=sizes[-1], **legacy_mode),
         parallel_config=types.SimpleNamespace(data_parallel_size=dp, tensor_parallel_size=1,
                                               data_parallel_rank=0),
         speculative_config=spec_cfg, num_speculative_tokens=k, lora_config=None)
@@ -168,7 +186,7 @@ def _build(stack, log, mode_name, descs, dp, k):
     target_buffers = ib.InputBuffers(max_num_reqs=MAX_REQS, max_num_tokens=64, device=cpu)
     draft_buffers = ib.InputBuffers(max_num_reqs=MAX_REQS, max_num_tokens=64, device=cpu)
     target_groups, draft_groups = [[object()]], [[object()]]
-    _fakes(stack, log, base, ar, spec_mod, torch, draft_groups)
+    _fakes(stack, log, base, ar, spec_mod, torch, draft_groups, legacy)
     model_state = types.SimpleNamespace(
         prepare_dummy_inputs=lambda num_reqs, num_tokens: {},
         prepare_attn=lambda input_batch, *a, **k: {"model.layers.0.attn": _Meta(input_batch)})
@@ -196,23 +214,26 @@ def _build(stack, log, mode_name, descs, dp, k):
             saved = super().capture(*a, **kw)
             return None if saved is None else _Tracked(saved, log)
 
-    class Speculator(eagle.EagleSpeculator):
-        def _prefill(self, num_reqs, num_tokens, attn_metadata, slot_mappings,
-                     num_tokens_across_dp=None, cudagraph_runtime_mode=None, **_):
-            log.forward("prefill", num_reqs, num_tokens, attn_metadata, slot_mappings,
-                        num_tokens_across_dp, cudagraph_runtime_mode)
+    def prefill(self, num_reqs, num_tokens, attn_metadata, slot_mappings,
+                num_tokens_across_dp=None, cudagraph_runtime_mode=None, **_):
+        log.forward("prefill", num_reqs, num_tokens, attn_metadata, slot_mappings,
+                    num_tokens_across_dp, cudagraph_runtime_mode)
 
-        def _generate_draft(self, num_reqs, num_tokens, attn_metadata, slot_mappings,
-                            num_tokens_across_dp=None, cudagraph_runtime_mode=None, **_):
-            log.forward("decode", num_reqs, num_tokens, attn_metadata, slot_mappings,
-                        num_tokens_across_dp, cudagraph_runtime_mode)
+    def generate_draft(self, num_reqs, num_tokens, attn_metadata, slot_mappings,
+                       num_tokens_across_dp=None, cudagraph_runtime_mode=None, **_):
+        log.forward("decode", num_reqs, num_tokens, attn_metadata, slot_mappings,
+                    num_tokens_across_dp, cudagraph_runtime_mode)
+
+    prefix = "" if legacy else "_"  # the forward functions the managers capture
+    Speculator = type("Speculator", (eagle.EagleSpeculator,),
+                      {prefix + "prefill": prefill, prefix + "generate_draft": generate_draft})
 
     spec = object.__new__(Speculator)
     spec.__dict__.update(vllm_config=cfg, device=cpu, num_speculative_steps=k, dp_size=dp,
                          input_buffers=draft_buffers, draft_attn_layer_names=set(),
                          last_token_indices=torch.zeros(MAX_REQS, dtype=torch.int64), model=None)
     set_attn_args = (model_state, kv_cache_config, block_tables)
-    if "target_input_buffers" in spec_mod.DraftModelSpeculator.set_attn.__code__.co_varnames:
+    if not legacy and "target_input_buffers" in spec_mod.DraftModelSpeculator.set_attn.__code__.co_varnames:
         set_attn_args += (target_buffers, target_groups)
     spec.set_attn(*set_attn_args)
     spec.init_cudagraph_manager(mode)
@@ -238,19 +259,23 @@ def _describe(o):
     prep = [e for e in o["prefill"] if e["ev"] == "prepare"]
     fresh = sum(e["prepared_just_before"] for e in fwd)
     stale = sum(bool(e["stale_buffers"]) for e in fwd)
-    return (f"draft prefill: {len(prep)} preparations, {fresh}/{len(fwd)} forwards on metadata prepared "
-            f"just before, {stale} on overwritten buffers; target saved states read {o['saved_state_reads']}x")
+    target = sum((e["input_buffers"], e["attn_groups"]) == ("target", "target") for e in prep)
+    return (f"draft prefill: {len(prep)} preparations ({target} through the target's buffers), {fresh}/{len(fwd)} "
+            f"forwards on metadata prepared just before, {stale} on overwritten buffers; target saved states "
+            f"read {o['saved_state_reads']}x")
 
 
 def _fixed(o):
     if "skipped" in o:
         return None
     fwd = [e for e in o["prefill"] if e["ev"] == "forward"]
+    prep = [e for e in o["prefill"] if e["ev"] == "prepare"]
     return (o["saved_state_reads"] == 0 and bool(fwd)
-            and all(e["prepared_just_before"] and not e["stale_buffers"] for e in fwd))
+            and all(e["prepared_just_before"] and not e["stale_buffers"] for e in fwd)
+            # through the target runner's buffers and groups: the addresses the runtime refreshes
+            and all((e["input_buffers"], e["attn_groups"]) == ("target", "target") for e in prep))
 
 
-@scenario("vllm.spec_prefill_metadata", cases=CASES, fixed=_fixed, describe=_describe)
 def observe(mode, descs, dp, k):
     version = importlib.metadata.version("vllm")
     if not SUPPORTED.contains(version, prereleases=True):
@@ -260,9 +285,13 @@ def observe(mode, descs, dp, k):
         runner = _build(stack, log, mode, descs, dp, k)
         runner.capture_model()
     return {
-        "breakable_cg": bool(runner.speculator.prefill_cudagraph_manager.use_breakable_cg),
+        "breakable_cg": bool(getattr(runner.speculator.prefill_cudagraph_manager, "use_breakable_cg", False)),
         "prefill": [e for e in log.events if e["phase"] == "prefill"],
         "decode": [e for e in log.events if e["phase"] == "decode"],
         "target_preparations": sum(1 for e in log.events if e["phase"] == "target" and e["ev"] == "prepare"),
         "saved_state_reads": log.reads,
     }
+
+
+scenario("vllm.spec_prefill_metadata", cases=CASES, fixed=_fixed, describe=_describe)(observe)
+scenario("vllm.eagle_prefill_metadata", cases=CASES, fixed=_fixed, describe=_describe)(observe)
