@@ -57,19 +57,35 @@ def engine_kwargs(models):
 
 
 def _watch_children(result, path):
-    """The engine's main process waits forever when its scheduler dies during start-up: notice that."""
+    """The engine's main process waits forever when its scheduler dies during start-up: notice that.
+    Watched: the engine's spawned multiprocessing children (scheduler, detokenizer), not helpers."""
     import psutil
 
     me, seen = psutil.Process(), {}
-    while True:
+    while not result.get("ready"):
         time.sleep(1.0)
-        for child in me.children():
-            seen.setdefault(child.pid, child)
-        dead = [p.pid for p in seen.values() if not p.is_running() or p.status() == psutil.STATUS_ZOMBIE]
+        try:
+            for child in me.children():
+                try:
+                    cmd = " ".join(child.cmdline())
+                except psutil.Error:
+                    continue
+                if "spawn_main" in cmd and "resource_tracker" not in cmd:
+                    seen.setdefault(child.pid, child)
+            dead = []
+            for pid, p in seen.items():
+                try:
+                    if not p.is_running() or p.status() == psutil.STATUS_ZOMBIE:
+                        dead.append(pid)
+                except psutil.NoSuchProcess:
+                    dead.append(pid)
+        except Exception as exc:  # keep watching
+            sys.stderr.write(f"[bench] watchdog: {exc!r}\n")
+            continue
         if dead and not result.get("ready"):
             result.update(outcome="child_died", dead_children=dead, wall_s=time.time() - result["t0"])
             with open(path, "w") as f:
-                json.dump(result, f, indent=1)
+                json.dump(result, f, indent=1, default=str)
             sys.stderr.write(f"[bench] engine child process(es) {dead} died during start-up\n")
             sys.stderr.flush()
             os._exit(3)
@@ -104,8 +120,23 @@ def engine(models, path, n_requests, max_new):
     result["wall_s"] = time.time() - result["t0"]
     with open(path, "w") as f:
         json.dump(result, f, indent=1, default=str)
-    llm.shutdown()
-    os._exit(0)
+    sys.stderr.write(f"[bench] served: {result['outcome']} in {result['wall_s']:.1f} s\n")
+    sys.stderr.flush()
+    os._exit(0)  # the driver ends the engine's process group (no shutdown wait)
+
+
+def _wait_gpu_free(limit_s=60):
+    """Until the killed engine's GPU memory is back (the next engine sizes itself from free memory)."""
+    t = time.time()
+    while time.time() - t < limit_s:
+        try:
+            used = int(subprocess.check_output(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                               text=True).split()[0])
+        except Exception:
+            used = 0
+        if used < 2000:
+            return
+        time.sleep(1)
 
 
 def drive(models, out, arrangements, timeout, n_requests, max_new):
@@ -137,7 +168,7 @@ def drive(models, out, arrangements, timeout, n_requests, max_new):
                 row.update({k: v for k, v in json.load(f).items() if k not in ("env",)})
         summary.append(row)
         print(f"[bench] {name}: rc={rc} outcome={row.get('outcome')} {row['elapsed_s']} s", flush=True)
-        time.sleep(3)  # let the driver free the GPU memory of the killed processes
+        _wait_gpu_free()
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)
 

@@ -86,6 +86,24 @@ def _install_capture_hook(module):
     module.graph_capture = graph_capture
 
 
+def _mark_adaptive_builds(module):
+    """Marker lines around each adaptive runtime-state build, so that the draft captures nested in it
+    (logged by SGLang on their own) are not counted twice next to its "Built adaptive runtime state" line."""
+    import wrapt
+
+    def marked(wrapped, instance, args, kwargs):
+        steps = kwargs.get("speculative_num_steps", args[0] if args else None)
+        _say(f"adaptive state build begin steps={steps}")
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            _say(f"adaptive state build end steps={steps}")
+
+    for name, obj in list(vars(module).items()):
+        if isinstance(obj, type) and obj.__module__ == module.__name__ and "build_adaptive_runtime_state" in vars(obj):
+            wrapt.wrap_function_wrapper(module, f"{name}.build_adaptive_runtime_state", marked)
+
+
 def _setup():
     if os.environ.get("BENCH_LOG_GRAPHFIX") == "1":
         import logging
@@ -100,6 +118,8 @@ def _setup():
         import wrapt
 
         wrapt.register_post_import_hook(_install_capture_hook, "sglang.srt.distributed.parallel_state")
+        for name in ("sglang.srt.speculative.eagle_worker_v2", "sglang.srt.speculative.eagle_worker"):
+            wrapt.register_post_import_hook(_mark_adaptive_builds, name)
 
 
 def _chain():
