@@ -6,6 +6,7 @@ Public API: :func:`apply`, :func:`remove`, :func:`status`; patch modules use :cl
 
 from __future__ import annotations
 
+from . import logs
 from .flags import FlagError, flag_name
 from .patch import Patch, Targets, Verdict
 from .probes import attr_reads, code_refs, params
@@ -23,9 +24,13 @@ def apply(engine: str | None = None, only=None) -> list[PatchStatus]:
 
     Targets not imported yet are patched by a post-import hook the moment they are imported.
     Idempotent. Raises :class:`FlagError` when a graphfix environment variable is invalid.
+    Logs one summary line per process (see :mod:`graphfix.logs`; it attaches no handler).
     """
+    logs.verbosity()  # a bad GRAPHFIX_LOG stops start-up like any other bad flag
     REGISTRY.apply(engine, only)
-    return REGISTRY.status(engine)
+    rows = REGISTRY.status(engine)
+    logs.summary(engine, rows)
+    return rows
 
 
 def remove(only=None) -> None:

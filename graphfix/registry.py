@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import wrapt
 from packaging.version import InvalidVersion, Version
 
-from . import flags
+from . import flags, logs
 from .patch import BUGGY, FIXED, Patch, Targets, lookup
 
 log = logging.getLogger("graphfix")
@@ -83,7 +83,7 @@ class Registry:
     # -- decisions ---------------------------------------------------------------------------
     def _set(self, rec: _Record, state: str, reason: str) -> None:
         rec.state, rec.reason = state, reason
-        log.info("%s: %s (%s)", rec.patch.id, state, reason)
+        logs.decision(rec.patch.id, state, reason)
 
     def apply(self, engine: str | None = None, only=None) -> None:
         patches = self.load(engine)

@@ -35,3 +35,15 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "    bash scripts/test.sh" in readme and "    bash scripts/demo.sh" in readme
     assert "bash scripts/test.sh" in (ROOT / ".ci/run").read_text()
+
+
+def test_version_has_one_home_and_readme_install_lines_name_the_wheel():
+    import graphfix
+
+    setup = (ROOT / "setup.cfg").read_text()
+    assert "version = attr: graphfix.__version__" in setup
+    assert not re.search(r"^version\s*=\s*\d", setup, re.M)
+    readme = (ROOT / "README.md").read_text()
+    wheel = f"graphfix-{graphfix.__version__}-py3-none-any.whl"
+    assert f"pip install dist/{wheel}" in readme
+    assert (ROOT / "LICENSE").read_text().lstrip().startswith("Apache License")
