@@ -33,6 +33,15 @@ class FakeCuda:
         return list(self.segments)
 
 
+@pytest.fixture(autouse=True)
+def graphfix_records(caplog):
+    """caplog's handler on the graphfix logger itself (it may not propagate once routed into an engine)."""
+    logger = logging.getLogger("graphfix")
+    logger.addHandler(caplog.handler)
+    yield
+    logger.removeHandler(caplog.handler)
+
+
 @pytest.fixture
 def fake_torch(monkeypatch):
     def install(segments):
@@ -45,7 +54,7 @@ def fake_torch(monkeypatch):
 
 
 def lines(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == "graphfix"]
+    return list(dict.fromkeys(r.getMessage() for r in caplog.records if r.name == "graphfix"))
 
 
 def test_report_counts_only_graph_pools_of_this_device(fake_torch, caplog):
