@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # Runs ON THE CUDA MACHINE, from the checkout root, with .gpu/ (made by stage.sh) carried along.
-#   bash .gpu/device.sh stage            unpack every carried part whose pieces are all present
-#   bash .gpu/device.sh run ARR...       stage, then one fresh engine process per arrangement
+#   bash .gpu/bin/device.sh stage        unpack every carried part whose pieces are all present
+#   bash .gpu/bin/device.sh run ARR...   stage, then one fresh engine process per arrangement
 #                                        (ARR = NAME[:ENV=VAL,...], see engine_run.py); results -> $OUT
 # Parts: pieces are moved to /tmp/gfparts (kept while the machine stays warm); p1, p2 unpack into
 # /tmp/gfsite once; p3 (graphfix, re-made from the current main) replaces /tmp/gfgf every time it comes.
 set -uo pipefail
-G=$(cd "$(dirname "$0")" && pwd)
+G=$(cd "$(dirname "$0")" && pwd)  # .gpu/bin: scripts, models/, parts.txt; the part pieces are in .gpu/
 OUT=${OUT:-/tmp/gfout}
 PARTS=/tmp/gfparts SITE=/tmp/gfsite GF=/tmp/gfgf BENCH=/tmp/gfbench
 mkdir -p "$OUT" "$PARTS" "$SITE" "$BENCH"
 cp "$G"/sitecustomize.py "$G"/engine_run.py "$BENCH"/ && cp -r "$G"/models "$BENCH"/
 t0=$(date +%s.%N)
-for piece in "$G"/part-*.tar.xz.*; do [ -e "$piece" ] && cp "$piece" "$PARTS"/; done
+for piece in "$G"/../part-*.tar.xz.*; do [ -e "$piece" ] && cp "$piece" "$PARTS"/; done
 while read -r name n; do
   have=$(ls "$PARTS"/part-"$name".tar.xz.* 2>/dev/null | wc -l)
   if [ "$have" -lt "$n" ]; then echo "part $name: $have/$n pieces here"; continue; fi
   if [ "$name" = p3 ]; then
-    [ -e "$G/part-p3.tar.xz.0" ] || { [ -d "$GF" ] && continue; }
+    [ -e "$G/../part-p3.tar.xz.0" ] || { [ -d "$GF" ] && continue; }
     rm -rf "$GF"; mkdir -p "$GF"; dest=$GF
   else
     [ -e "$SITE/.done-$name" ] && continue; dest=$SITE

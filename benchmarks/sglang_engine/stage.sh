@@ -57,7 +57,7 @@ fi
 # part 3 (small, re-made whenever main moves): graphfix wheel + the device scripts + model configs
 mkdir -p "$W/p3"; unz p3 "$W"/gf/*.whl
 echo "graphfix $GF_REV $(ls "$W"/gf)" > "$W/p3/GRAPHFIX_REV"
-mkdir -p "$DST"; rm -f "$DST"/part*.tar.xz* "$DST"/parts.txt
+mkdir -p "$DST/bin"; rm -f "$DST"/part*.tar.xz* "$DST"/bin/parts.txt
 du -sh "$W"/p*
 for p in p1 p2 p3; do
   t=$(date +%s)
@@ -65,9 +65,13 @@ for p in p1 p2 p3; do
     tar -C "$W/$p" -cf - . | xz -T2 -6 > "$CACHE/$p.tar.xz.new" && mv "$CACHE/$p.tar.xz.new" "$CACHE/$p.tar.xz"
   fi
   split -b "${PART_MB}m" -d -a 1 "$CACHE/$p.tar.xz" "$DST/part-$p.tar.xz."
-  echo "$p $(ls "$DST"/part-$p.tar.xz.* | wc -l)" >> "$DST/parts.txt"
+  echo "$p $(ls "$DST"/part-$p.tar.xz.* | wc -l)" >> "$DST/bin/parts.txt"
   echo "$p packed in $(( $(date +%s) - t )) s"
 done
-cp "$HERE"/device.sh "$HERE"/engine_run.py "$HERE"/sitecustomize.py "$DST"/
-python3 "$HERE"/engine_run.py --write-configs "$DST/models"
-ls -la "$DST" "$DST"/models; du -sh "$DST"
+cp "$HERE"/device.sh "$HERE"/engine_run.py "$HERE"/sitecustomize.py "$DST"/bin/
+python3 "$HERE"/engine_run.py --write-configs "$DST/bin/models"
+ls -la "$DST" "$DST"/bin; du -sh "$DST"
+# each device call carries .gpu/bin plus the part pieces it stages, e.g.
+#   carry [".gpu/bin", ".gpu/part-p1.tar.xz.0"]      command: bash .gpu/bin/device.sh stage
+#   carry [".gpu/bin", ".gpu/part-p2.tar.xz.0", ".gpu/part-p3.tar.xz.0"]
+#                                                     command: bash .gpu/bin/device.sh run NAME[:ENV=VAL,...] ...
