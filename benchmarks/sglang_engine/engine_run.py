@@ -48,7 +48,9 @@ def engine_kwargs(models):
         model_path=os.path.join(models, "target"), load_format="dummy", skip_tokenizer_init=True,
         dtype="bfloat16", attention_backend="triton", sampling_backend="pytorch",
         mem_fraction_static=float(os.environ.get("BENCH_MEM_FRACTION", "0.4")),
-        disable_prefill_cuda_graph=True, cuda_graph_max_bs_decode=MAX_BS, context_length=4096,
+        disable_prefill_cuda_graph=True, cuda_graph_max_bs_decode=int(os.environ.get("BENCH_MAX_BS", MAX_BS)),
+        context_length=4096, **({"max_running_requests": int(os.environ["BENCH_MAX_RUNNING"])}
+                                if os.environ.get("BENCH_MAX_RUNNING") else {}),
         speculative_algorithm="EAGLE", speculative_draft_model_path=os.path.join(models, "draft"),
         speculative_draft_load_format="dummy", speculative_num_steps=STEPS, speculative_eagle_topk=1,
         speculative_num_draft_tokens=DRAFT_TOKENS, speculative_adaptive=True,
@@ -185,7 +187,7 @@ def main():
     ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--max-new", type=int, default=64)
     ap.add_argument("arrangements", nargs="*")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     if a.mode == "engine":
         engine(a.models, a.json, a.requests, a.max_new)
     else:

@@ -75,11 +75,17 @@ def parse_hook(path):
 def collect(dirs):
     runs = {}
     for d in dirs:
+        summary = os.path.join(d, "summary.json")
+        rows = {r["name"]: r for r in json.load(open(summary))} if os.path.exists(summary) else {}
         for log in sorted(glob.glob(os.path.join(d, "*.log"))):
             name = os.path.basename(log)[:-4]
             res = os.path.join(d, name + ".json")
             run = {"name": name, "result": json.load(open(res)) if os.path.exists(res) else None,
                    **parse_log(log), "hook": parse_hook(os.path.join(d, name + ".hook.jsonl"))}
+            row = rows.get(name, {})
+            run["driver"] = {k: row.get(k) for k in ("env", "rc", "elapsed_s")}
+            if run["result"] is None:  # the engine never came up: its process tree was ended (rc) or hung
+                run["result"] = {"outcome": f"start-up failed (rc {row.get('rc')})", "wall_s": row.get("elapsed_s")}
             runs[name] = run
     return runs
 
@@ -99,13 +105,13 @@ def compare(runs, off, on):
 
 
 def markdown(runs):
-    rows = ["| arrangement | outcome | graph mem, engine's lines (GB) | graph pool, allocator (GiB) | pools | streams | "
-            "capture passes | KV cache tokens (GB) | start s | error |", "|---|---|--:|--:|--:|--:|--:|--:|--:|---|"]
+    rows = ["| arrangement | env | outcome | graph mem, engine's lines (GB) | graph pool, allocator (GiB) | pools | streams | "
+            "capture passes | KV cache tokens (GB) | start s | error |", "|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in runs.values():
         res, hook = r["result"] or {}, r["hook"] or {}
         kv = r["kv_cache"][0] if r["kv_cache"] else None
-        rows.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-            r["name"], res.get("outcome", "?"), r["graph_mem_gb_engine"],
+        rows.append("| {} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            r["name"], (r.get("driver") or {}).get("env") or "(flags unset)", res.get("outcome", "?"), r["graph_mem_gb_engine"],
             round(hook["graph_pool_bytes"] / 2**30, 2) if hook else "—", hook.get("pools", "—"),
             hook.get("streams", "—"), hook.get("passes", "—"), f"{kv['tokens']} ({kv['gb']})" if kv else "—",
             round(res["start_s"], 1) if res.get("start_s") else "—",
@@ -125,9 +131,9 @@ def chart(runs, pairs, png):
             ("graph-pool bytes, caching allocator", "graph_pool_gib", "GiB"))):
         labels, off, on = [], [], []
         for pair in pairs:
-            c = compare(runs, *pair)
+            c = compare(runs, *pair[:2])
             if c and key in c:
-                labels.append(f"{pair[0]}\nvs {pair[1]}")
+                labels.append(pair[2] if len(pair) > 2 else f"{pair[0]}\nvs {pair[1]}")
                 off.append(c[key]["off"])
                 on.append(c[key]["on"])
         xs = range(len(labels))
@@ -151,12 +157,12 @@ def main():
     ap.add_argument("dirs", nargs="+")
     ap.add_argument("--json", required=True)
     ap.add_argument("--png")
-    ap.add_argument("--pair", action="append", default=[], help="OFF:ON arrangement names to compare")
+    ap.add_argument("--pair", action="append", default=[], help="OFF:ON[:LABEL] arrangement names to compare")
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()
     runs = collect(a.dirs)
     pairs = [tuple(p.split(":")) for p in a.pair]
-    data = {"runs": runs, "comparisons": [compare(runs, *p) for p in pairs]}
+    data = {"runs": runs, "comparisons": [compare(runs, *p[:2]) for p in pairs]}
     with open(a.json, "w") as f:
         json.dump(data, f, indent=1, default=str)
     if a.png and pairs:
