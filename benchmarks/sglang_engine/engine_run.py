@@ -9,6 +9,9 @@ The model is a Llama at an 8B-class shape (bf16, hidden 4096, 32 layers, 32/8 he
 vocab 128256) with dummy weights, and a one-layer EAGLE draft (LlamaForCausalLMEagle); adaptive
 speculative decoding with candidate steps [1, 3, 7]; triton attention; no tokenizer.
 graphfix is *not* imported here: the engine's own plugin loader applies it in the scheduler process.
+Env (per arrangement, set by ``drive`` from NAME:ENV=VAL,...): the GRAPHFIX* flags; BENCH_MAX_BS
+(cuda_graph_max_bs_decode, default 128), BENCH_MAX_RUNNING (max_running_requests, default SGLang's),
+BENCH_MEM_FRACTION (mem_fraction_static, default 0.4).
 """
 
 import argparse
