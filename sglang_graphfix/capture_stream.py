@@ -98,6 +98,8 @@ def report_graph_pools():
     try:
         import torch
 
+        if not torch.cuda.is_initialized():  # no CUDA context (CPU stand-ins, NPU/XPU): no CUDA graph pools
+            return
         t0 = time.perf_counter()
         device = torch.cuda.current_device()
         total, pools, streams = 0, set(), set()

@@ -20,8 +20,11 @@ def seg(pool, stream, size, device=0):
 
 
 class FakeCuda:
-    def __init__(self, segments):
-        self.segments, self.calls = segments, 0
+    def __init__(self, segments, initialized=True):
+        self.segments, self.calls, self.initialized = segments, 0, initialized
+
+    def is_initialized(self):
+        return self.initialized
 
     def current_device(self):
         return 0
@@ -44,8 +47,8 @@ def graphfix_records(caplog):
 
 @pytest.fixture
 def fake_torch(monkeypatch):
-    def install(segments):
-        cuda = FakeCuda(segments)
+    def install(segments, initialized=True):
+        cuda = FakeCuda(segments, initialized)
         monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
         return cuda
 
@@ -72,6 +75,14 @@ def test_report_counts_only_graph_pools_of_this_device(fake_torch, caplog):
     with caplog.at_level(logging.INFO, logger="graphfix"):
         cs.report_graph_pools()
     assert "capture pass 2: CUDA-graph pools hold 4.500 GiB (+1.000 GiB this pass) in 2 pool(s) on 2 stream(s)" in lines(caplog)[-1]
+
+
+def test_no_report_and_no_warning_without_a_cuda_context(fake_torch, caplog):
+    cuda = fake_torch(RuntimeError("would fail"), initialized=False)  # e.g. CPU stand-ins, NPU/XPU runners
+    with caplog.at_level(logging.INFO, logger="graphfix"):
+        cs.report_graph_pools()
+    assert cuda.calls == 0 and not lines(caplog)
+    assert not cs._report["broken"]
 
 
 def test_report_failure_never_reaches_the_engine_and_is_logged_once(fake_torch, caplog):
