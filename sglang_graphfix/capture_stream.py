@@ -10,13 +10,17 @@ Wrapper: ``graph_capture`` as the two runner modules see it; a call without a st
 stream (pdmux stream groups pass their own and are left alone). It is made on first use, under a lock,
 by the parallel group's device module (as the unpatched call would) and kept in the store (0.5.16+) or
 here. Beyond upstream: a capture that starts while another one holds the shared stream (other thread,
-or re-entry) raises ``CaptureOverlapError`` instead of interleaving with it in one pool.
+or re-entry) raises ``CaptureOverlapError`` instead of interleaving with it in one pool; and after each
+capture pass one INFO line reports the CUDA-graph pools' bytes, pools and streams (allocator snapshot,
+once per pass, never per step; a failure there turns the report off and never reaches the engine).
 """
 
 import contextlib
 import importlib
+import logging
 import sys
 import threading
+import time
 
 from graphfix import Patch, Verdict, code_refs, params
 
@@ -40,6 +44,8 @@ _lock = threading.Lock()
 _held = {}  # device -> shared stream, where the release has no stream store (0.5.14, 0.5.15)
 _busy = {}  # id(stream) -> the thread capturing on it
 _created = []  # streams graphfix made (taken out of the store again by graphfix.remove())
+_report = {"passes": 0, "bytes": 0, "broken": False}  # the per-pass graph-pool report's state
+log = logging.getLogger("graphfix")
 
 
 class CaptureOverlapError(RuntimeError):
@@ -79,6 +85,41 @@ def _capture_on_shared_stream(graph_capture):
     finally:
         with _lock:
             _busy.pop(id(stream), None)
+    report_graph_pools()
+
+
+def report_graph_pools():
+    """Log the private (CUDA-graph) pools' bytes, pool count and stream count after a capture pass.
+
+    graphfix's own addition (upstream logs no such line). One allocator snapshot per capture pass; the
+    first error turns the report off for the process, is logged once, and never reaches the engine."""
+    if _report["broken"]:
+        return
+    try:
+        import torch
+
+        if not torch.cuda.is_initialized():  # no CUDA context (CPU stand-ins, NPU/XPU): no CUDA graph pools
+            return
+        t0 = time.perf_counter()
+        device = torch.cuda.current_device()
+        total, pools, streams = 0, set(), set()
+        for seg in torch.cuda.memory_snapshot():
+            pool = tuple(seg.get("segment_pool_id") or (0, 0))
+            if pool != (0, 0) and seg.get("device", device) == device:
+                total += seg["total_size"]
+                pools.add(pool)
+                streams.add(seg["stream"])
+        added, _report["bytes"] = total - _report["bytes"], total
+        _report["passes"] += 1
+        log.info("sglang.capture_stream: capture pass %d: CUDA-graph pools hold %.3f GiB (%+.3f GiB this pass) "
+                 "in %d pool(s) on %d stream(s) [report %.1f ms]", _report["passes"], total / 2**30,
+                 added / 2**30, len(pools), len(streams), (time.perf_counter() - t0) * 1e3)
+    except Exception as exc:  # the report must never disturb the engine
+        _report["broken"] = True
+        try:
+            log.warning("sglang.capture_stream: graph-pool report turned off for this process: %r", exc)
+        except Exception:
+            pass
 
 
 def _share_capture_stream(wrapped, instance, args, kwargs):
@@ -101,6 +142,7 @@ def _forget_streams():
             del store[NAME]
         for state in (_held, _busy, _created):
             state.clear()
+        _report.update(passes=0, bytes=0, broken=False)
 
 
 def _users(module, name):

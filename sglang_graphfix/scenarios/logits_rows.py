@@ -30,6 +30,10 @@ GEOMETRIES = {
                          num_steps=3),
     # the filter drops bs 20 at the static (widest) width 7, so the narrower width 4 needs the most
     "filter_drops_largest_bs": dict(capture_bs=[8, 20], candidate_steps={"1": [6, 3]}, num_steps=6),
+    # seen on the real 0.5.16 engine (H200, docs/benchmarks.md "Real engine"): static width 2 is the
+    # narrowest candidate; the engine's own capture list up to bs 48; "holds 96 rows but caller needs 192"
+    "engine_static_narrowest": dict(capture_bs=[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
+                                                30, 32, 40, 44, 48], candidate_steps={"1": [1, 3, 7]}, num_steps=1),
     # control: no adaptive decoding, nothing to change
     "not_adaptive": dict(capture_bs=[4, 8, 12], candidate_steps={"1": [3, 5]}, num_steps=3,
                          adaptive=False),

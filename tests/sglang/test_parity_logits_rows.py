@@ -14,7 +14,7 @@ from tests.sglang.conftest import (
 
 PID = "sglang.logits_rows"
 WRAPPED = {"sglang.srt.model_executor.model_runner:ModelRunner.max_decode_logits_rows"}
-ADAPTIVE_CASES = ("upstream", "out_of_order", "filter_drops_largest_bs")
+ADAPTIVE_CASES = ("upstream", "out_of_order", "filter_drops_largest_bs", "engine_static_narrowest")
 pytestmark = [pytest.mark.engine, pytest.mark.usefixtures("engine_runs_in_parallel")]
 
 
