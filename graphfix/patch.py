@@ -60,6 +60,12 @@ def lookup(module: str, qualname: str):
     return obj
 
 
+def receiver(instance, args):
+    """The object a method wrapper works on: wrapt's ``instance``, or the first argument when the method
+    was called through its class (``Class.method(obj)``, as upstream tests do with stand-in objects)."""
+    return instance if instance is not None else args[0]
+
+
 class Targets:
     """What a probe sees: the original (unwrapped) target objects and the modules they live in."""
 

@@ -8,13 +8,14 @@ import logging
 import os
 import sys
 import threading
+import types
 from dataclasses import dataclass, field
 
 import wrapt
 from packaging.version import InvalidVersion, Version
 
 from . import flags
-from .patch import BUGGY, FIXED, Patch, Targets, lookup
+from .patch import BUGGY, FIXED, Patch, Targets, Verdict, lookup
 
 log = logging.getLogger("graphfix")
 
@@ -65,8 +66,9 @@ class Registry:
     # -- declaration -------------------------------------------------------------------------
     def add(self, patch: Patch) -> None:
         with self._lock:
-            if patch.id not in self._records:
-                self._records[patch.id] = _Record(patch)
+            if patch.id in self._records and self._records[patch.id].patch is not patch:
+                raise ValueError(f"duplicate patch id {patch.id!r}: a patch with this id is already registered")
+            self._records[patch.id] = _Record(patch)
 
     def load(self, engine: str | None = None) -> list[Patch]:
         """Import the patch modules of ``engine`` (or of every engine); return their patches."""
@@ -161,11 +163,15 @@ class Registry:
                 kind = DRIFTED if in_range else NOT_AFFECTED
                 self._set(rec, kind, f"{t.module}:{t.qualname} not found in {patch.engine} {version}")
                 return
+            if t.wrapper is not None and current is not None and type(current) is not types.FunctionType:
+                kind = DRIFTED if in_range else NOT_AFFECTED
+                self._set(rec, kind, f"{t.module}:{t.qualname} is a {_kind(current)}, not a plain function: left alone")
+                return
             originals[t.qualname] = current
         try:
             verdict = patch._probe(Targets(originals))
         except Exception as exc:  # noqa: BLE001 - a probe must never break the engine
-            verdict = ("drifted", f"probe raised {type(exc).__name__}: {exc}")
+            verdict = Verdict.drifted(f"probe raised {type(exc).__name__}: {exc}")
         kind, why = verdict
         if kind == FIXED:
             self._set(rec, RETIRED, f"{patch.engine} {version} already has the upstream fix: {why}")
@@ -241,6 +247,12 @@ def _in_range(patch: Patch, version: str | None) -> bool:
 def _initializing(module: str) -> bool:
     spec = getattr(sys.modules.get(module), "__spec__", None)
     return bool(getattr(spec, "_initializing", False))
+
+
+def _kind(obj) -> str:
+    if isinstance(obj, (staticmethod, classmethod, property)):
+        return type(obj).__name__
+    return f"{type(obj).__module__}.{type(obj).__qualname__} object"
 
 
 def _ours(obj, patch_id: str) -> bool:

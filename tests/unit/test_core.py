@@ -323,3 +323,61 @@ def test_a_target_module_missing_from_the_release(engine, version, state):
     row = eng.state()
     assert row.state == state and "does not exist" in row.reason
     assert mod.Runner().size(3) == 6
+
+
+# -- targets whose kind changed ---------------------------------------------------------------------
+@pytest.mark.parametrize("decorator,kind", [
+    ("staticmethod", "staticmethod"), ("classmethod", "classmethod"), ("property", "property"),
+])
+def test_a_target_that_is_no_longer_a_function_is_drifted(engine, decorator, kind):
+    eng = engine(source=f"class Runner:\n    @{decorator}\n    def size(n):\n        return 2\n")
+    eng.patch()
+    mod = eng.imported()
+    before = dict(vars(mod.Runner))
+    eng.registry.apply(eng.dist)
+    row = eng.state()
+    assert row.state == "drifted" and kind in row.reason, row
+    assert dict(vars(mod.Runner)) == before
+
+
+def test_a_target_replaced_by_a_proxy_is_drifted(engine):
+    eng = engine()
+    eng.patch()
+    mod = eng.imported()
+    proxy = wrapt.FunctionWrapper(vars(mod.Runner)["size"], lambda w, i, a, k: w(*a, **k))  # someone else's
+    mod.Runner.size = proxy
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == "drifted" and "not a plain function" in eng.state().reason
+    assert vars(mod.Runner)["size"] is proxy and mod.Runner().size(3) == 6
+
+
+def test_a_duplicate_patch_id_raises(engine):
+    eng = engine()
+    eng.patch()
+    with pytest.raises(ValueError, match="duplicate patch id"):
+        eng.patch()
+
+
+# -- where a looked-up object comes from ----------------------------------------------------------
+def _fixed_renamed(self, bs):
+    forward_batch, local_backend, proxies = self.capture_prepare(bs, num_tokens=bs * 2, extra=[1, 2])
+    return getattr(local_backend, "on_after_cuda_graph_warmup", None)
+
+
+def _misnamed(self, bs):
+    forward_batch, backend, proxies = self.capture_prepare(bs)
+    attn_backend = self.model_runner.attn_backend
+    return getattr(attn_backend, "on_after_cuda_graph_warmup", None)
+
+
+def _from_elsewhere(self, bs, attn_backend):
+    return attn_backend.on_after_cuda_graph_warmup
+
+
+def test_lookup_origins_follow_data_not_names():
+    from graphfix.probes import lookup_origins
+
+    hook = "on_after_cuda_graph_warmup"
+    assert lookup_origins(_fixed_renamed, hook) == [{"self.capture_prepare()[]"}]
+    assert lookup_origins(_misnamed, hook) == [{"self.model_runner.attn_backend"}]
+    assert lookup_origins(_from_elsewhere, hook) == [{"attn_backend"}]  # a parameter: origin unknown
