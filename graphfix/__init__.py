@@ -7,12 +7,12 @@ Public API: :func:`apply`, :func:`remove`, :func:`status`; patch modules use :cl
 from __future__ import annotations
 
 from .flags import FlagError, flag_name
-from .patch import Patch, Targets, Verdict, receiver
+from .patch import Patch, Refusal, Targets, Verdict, receiver
 from .probes import attr_reads, code_refs, params
 from .registry import REGISTRY, STATES, PatchStatus
 
 __all__ = [
-    "FlagError", "Patch", "PatchStatus", "STATES", "Targets", "Verdict",
+    "FlagError", "Patch", "PatchStatus", "Refusal", "STATES", "Targets", "Verdict",
     "apply", "attr_reads", "code_refs", "flag_name", "params", "receiver", "remove", "status",
 ]
 __version__ = "0.1.0"

@@ -33,6 +33,10 @@ class Verdict(NamedTuple):
         return cls(DRIFTED, reason)
 
 
+class Refusal(RuntimeError):
+    """Raised on purpose by a wrapper (a guard graphfix adds): passes through the call-time fallback."""
+
+
 @dataclass(frozen=True)
 class Target:
     module: str

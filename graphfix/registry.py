@@ -15,7 +15,7 @@ import wrapt
 from packaging.version import InvalidVersion, Version
 
 from . import flags
-from .patch import BUGGY, FIXED, Patch, Targets, Verdict, lookup
+from .patch import BUGGY, FIXED, Patch, Refusal, Targets, Verdict, lookup
 
 log = logging.getLogger("graphfix")
 
@@ -49,6 +49,14 @@ class _Record:
     active: bool = False  # hooks registered by apply() and not undone by remove()
     hooked: bool = False  # post-import hooks registered (they cannot be unregistered)
     handles: list = field(default_factory=list)  # (module, qualname, wrapt handle)
+    live: "_Live" = field(default_factory=lambda: _Live(False))  # the installed wrappers act while on
+
+
+class _Live:
+    """Shared by the wrappers of one installation: off after remove() or a call-time fallback."""
+
+    def __init__(self, on: bool = True):
+        self.on = on
 
 
 def engine_version(engine: str) -> str | None:
@@ -124,8 +132,20 @@ class Registry:
         return hook
 
     def _on_import(self, patch_id: str, current: str | None = None) -> None:
+        """Decide ``patch_id`` if all its modules are in. Never raises: it runs inside engine imports."""
+        rec = self._records[patch_id]
+        try:
+            self._try_decide(rec, current)
+        except Exception as exc:  # noqa: BLE001 - a decision must never break the engine's import
+            try:
+                self._unwrap(rec)
+            except Exception:  # noqa: BLE001 - reported below; what is left is the engine's own code
+                pass
+            self._set(rec, DRIFTED, f"decision raised {type(exc).__name__}: {exc}; target left as shipped")
+
+    def _try_decide(self, rec: _Record, current: str | None) -> None:
+        patch_id = rec.patch.id
         with self._lock:
-            rec = self._records[patch_id]
             if not rec.active or rec.state != PENDING:
                 return
             absent = []
@@ -185,20 +205,69 @@ class Registry:
                 f"{patch.engine} {version} is outside {patch.affected} (probe: {why}); {patch.flag}=on forces it",
             )
             return
+        rec.live = _Live()
         try:
             for t in patch.targets:
                 if t.wrapper is not None and originals[t.qualname] is not None:
-                    handle = wrapt.wrap_function_wrapper(t.module, t.qualname, t.wrapper)
+                    handle = wrapt.wrap_function_wrapper(t.module, t.qualname, self._guard(rec, t.wrapper))
                     handle._self_graphfix = patch.id  # recognised by any registry in this process
                     rec.handles.append((t.module, t.qualname, handle))
         except Exception as exc:  # noqa: BLE001 - leave the engine as shipped
+            rec.live.on = False  # a wrapper that could not be taken out again passes every call through
             self._unwrap(rec)
             self._set(rec, FAILED, f"installer raised {type(exc).__name__}: {exc}; target left as shipped")
             return
         self._set(rec, APPLIED, f"{patch.engine} {version}: {why}")
 
+    # -- call time ---------------------------------------------------------------------------
+    def _guard(self, rec: _Record, wrapper):
+        """``wrapper`` made fail-safe: graphfix's own failure falls back to the shipped call."""
+        live = rec.live
+
+        def graphfix_guard(wrapped, instance, args, kwargs):
+            if not live.on:
+                return wrapped(*args, **kwargs)
+            ran = []  # what the engine's own call did: ("returned", value) or ("raised", exception)
+
+            def original(*a, **kw):
+                try:
+                    result = wrapped(*a, **kw)
+                except BaseException as exc:
+                    ran.append(("raised", exc))
+                    raise
+                ran.append(("returned", result))
+                return result
+
+            try:
+                return wrapper(original, instance, args, kwargs)
+            except Exception as exc:
+                if ran and ran[-1][0] == "raised":
+                    if exc is ran[-1][1]:
+                        raise  # the engine's own exception, unchanged
+                    self._fell_back(rec, live, exc)
+                    raise ran[-1][1] from None  # graphfix failed while the engine's exception passed through
+                if isinstance(exc, Refusal):
+                    raise
+                self._fell_back(rec, live, exc)
+                if ran:
+                    return ran[-1][1]  # the original already ran: never call it twice
+                return wrapped(*args, **kwargs)
+
+        return graphfix_guard
+
+    def _fell_back(self, rec: _Record, live, exc: Exception) -> None:
+        with self._lock:
+            if not live.on:
+                return
+            live.on = False  # every later call of this patch runs as shipped
+            self._set(rec, FAILED, f"fell back at call time: the wrapper raised {type(exc).__name__}: {exc}; "
+                                   "calls run as shipped from now on")
+        log.warning("%s: graphfix's wrapper raised %s: %s; falling back to %s's shipped behaviour for the rest "
+                    "of this process", rec.patch.id, type(exc).__name__, exc, rec.patch.engine, exc_info=exc)
+
     # -- removal -----------------------------------------------------------------------------
     def _unwrap(self, rec: _Record) -> None:
+        rec.live.on = False
         while rec.handles:
             module, qualname, handle = rec.handles.pop()
             wrapt.unwrap_object(sys.modules[module], qualname, handle)

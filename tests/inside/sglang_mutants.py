@@ -9,6 +9,10 @@ Mutants are built at run time from the installed release's own code (nothing ups
                          hook through a new local named attn_backend = self.model_runner.attn_backend
   warmup_renamed_fix     capture_one_shape (fixed) with capture_prepare's backend under another name
 Prints ``{"observed": graphfix.scenarios.observe(...), "mutated": {...}}`` as JSON.
+
+usage: python tests/inside/sglang_mutants.py --wrapper-raises
+  graphfix's own helper inside the logits_rows wrapper raises (after the original ran): prints the rows the
+  scenario's upstream geometry gets (twice) and the patch's status row.
 """
 
 import importlib
@@ -70,6 +74,27 @@ def warmup_renamed_fix():
     new = _rename_local(_method_source(mod.DecodeCudaGraphRunner, "capture_one_shape"))
     return "sglang.warmup_hook", _install(mod, mod.DecodeCudaGraphRunner, new, "capture_one_shape")
 
+
+def wrapper_raises():
+    import graphfix
+    import sglang_graphfix.logits_rows as patch
+    from sglang_graphfix.scenarios import logits_rows as scenario
+
+    graphfix.apply("sglang")
+    importlib.import_module(MR)  # decided (applied) with graphfix's helpers intact
+    def broken(*args, **kwargs):
+        raise KeyError("graphfix helper bug")
+
+    patch._cover = broken
+    first = scenario.observe(**scenario.GEOMETRIES["upstream"])
+    second = scenario.observe(**scenario.GEOMETRIES["upstream"])
+    (row,) = [r for r in graphfix.status("sglang") if r.id == "sglang.logits_rows"]
+    return {"rows": [first, second], "state": row.state, "reason": row.reason}
+
+
+if sys.argv[1:] == ["--wrapper-raises"]:
+    print(json.dumps({"fallback": wrapper_raises()}))
+    sys.exit(0)
 
 from graphfix.scenarios import observe  # noqa: E402
 

@@ -40,3 +40,19 @@ def test_the_upstream_fix_under_another_local_name_is_retired():
     assert res["state"] == "retired", res["reason"]
     adaptive = res["cases"]["adaptive_runner"]["off"]
     assert set(adaptive["hooks"].values()) == {adaptive["captured_on"]} == {"capture_local"}
+
+
+def test_a_failing_graphfix_helper_leaves_the_release_as_shipped():
+    """Inside 0.5.18, graphfix's own helper in the logits_rows wrapper raises after the original ran."""
+    out = run_inside("sglang", "0.5.18", ["python", "tests/inside/sglang_mutants.py", "--wrapper-raises"])
+    shipped = observed_off("0.5.18")["upstream"]["off"]  # the same geometry, graphfix off
+    assert out["fallback"]["rows"] == [shipped, shipped]
+    assert shipped["rows"] < shipped["needed"]  # (the shipped, buggy size: the fallback is not a fix)
+    assert out["fallback"]["state"] == "failed", out["fallback"]
+    assert "fell back at call time" in out["fallback"]["reason"] and "graphfix helper bug" in out["fallback"]["reason"]
+
+
+def observed_off(version):
+    from tests.sglang.conftest import result
+
+    return result("sglang.logits_rows", version)["cases"]

@@ -381,3 +381,100 @@ def test_lookup_origins_follow_data_not_names():
     assert lookup_origins(_fixed_renamed, hook) == [{"self.capture_prepare()[]"}]
     assert lookup_origins(_misnamed, hook) == [{"self.model_runner.attn_backend"}]
     assert lookup_origins(_from_elsewhere, hook) == [{"attn_backend"}]  # a parameter: origin unknown
+
+
+# -- fail safe at call time -----------------------------------------------------------------------
+class Counting:
+    """A fake engine target that counts its calls."""
+
+
+def _counting_engine(engine, wrapper, source=None):
+    eng = engine(source=source or "calls = []\n\nclass Runner:\n    def size(self, n):\n"
+                 "        calls.append(n)\n        if n < 0:\n            raise ValueError('engine says no')\n"
+                 "        return n * 2\n")
+    eng.patch(wrapper=wrapper)
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == "applied"
+    return eng, mod
+
+
+def test_a_wrapper_that_fails_before_the_call_falls_back_to_shipped(engine, caplog):
+    def broken(wrapped, instance, args, kwargs):
+        raise KeyError("graphfix bug")
+
+    eng, mod = _counting_engine(engine, broken)
+    with caplog.at_level("WARNING", logger="graphfix"):
+        assert mod.Runner().size(3) == 6 and mod.Runner().size(4) == 8  # shipped behaviour, no error
+    assert mod.calls == [3, 4]
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and eng.dist + ".size" in warnings[0].getMessage()
+    row = eng.state()
+    assert row.state == "failed" and "fell back at call time" in row.reason and "graphfix bug" in row.reason
+
+
+def test_a_wrapper_that_fails_after_the_call_returns_the_originals_result_once(engine):
+    def broken_after(wrapped, instance, args, kwargs):
+        result = wrapped(*args, **kwargs)
+        return result.no_such_attribute
+
+    eng, mod = _counting_engine(engine, broken_after)
+    assert mod.Runner().size(5) == 10
+    assert mod.calls == [5]  # the original ran once, not twice
+    assert "fell back at call time" in eng.state().reason
+
+
+def test_the_engines_own_exception_passes_through_unchanged(engine):
+    def fine(wrapped, instance, args, kwargs):
+        return wrapped(*args, **kwargs) * 2
+
+    eng, mod = _counting_engine(engine, fine)
+    with pytest.raises(ValueError, match="engine says no") as err:
+        mod.Runner().size(-1)
+    assert type(err.value) is ValueError and mod.calls == [-1]
+    assert eng.state().state == "applied"  # not graphfix's failure
+    assert mod.Runner().size(2) == 8
+
+
+def test_a_wrapper_failing_while_the_engines_exception_passes_keeps_the_engines_exception(engine):
+    def broken_handler(wrapped, instance, args, kwargs):
+        try:
+            return wrapped(*args, **kwargs)
+        except ValueError:
+            raise RuntimeError("graphfix bug in a handler")
+
+    eng, mod = _counting_engine(engine, broken_handler)
+    with pytest.raises(ValueError, match="engine says no"):
+        mod.Runner().size(-1)
+    assert mod.calls == [-1] and "fell back at call time" in eng.state().reason
+
+
+def test_a_deliberate_refusal_passes_through(engine):
+    def refuses(wrapped, instance, args, kwargs):
+        raise graphfix.Refusal("two captures at once")
+
+    eng, mod = _counting_engine(engine, refuses)
+    with pytest.raises(graphfix.Refusal):
+        mod.Runner().size(1)
+    assert mod.calls == [] and eng.state().state == "applied"
+
+
+def test_a_module_whose_attribute_access_raises_stays_importable(engine):
+    eng = engine(source=BUGGY_SRC_WITH_LAZY_ATTRS)
+    eng.patch(qualname="Lazy.size")
+    eng.registry.apply(eng.dist)
+    mod = eng.imported()  # the decision runs inside this import: it must not raise
+    row = eng.state()
+    assert row.state == "drifted" and "lazy attribute boom" in row.reason
+    assert mod.Runner().size(3) == 6
+
+
+BUGGY_SRC_WITH_LAZY_ATTRS = '''
+class Runner:
+    def size(self, n):
+        return n * 2
+
+
+def __getattr__(name):
+    raise RuntimeError("lazy attribute boom")
+'''
