@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import types
+import weakref
 from dataclasses import dataclass, field
 
 import wrapt
@@ -70,6 +71,13 @@ class Registry:
     def __init__(self):
         self._records: dict[str, _Record] = {}
         self._lock = threading.RLock()
+        self._deferred: set[str] = set()  # patches whose decision waits for a module still mid-import
+        self._local = threading.local()  # .registering: hooks fire right away (wrapt) inside apply()
+        _REGISTRIES.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.RLock()  # another thread of the parent may have held it: it is gone here
+        self._local = threading.local()
 
     # -- declaration -------------------------------------------------------------------------
     def add(self, patch: Patch) -> None:
@@ -118,12 +126,17 @@ class Registry:
                     continue
                 rec.active = True
                 self._set(rec, PENDING, f"waiting for {', '.join(patch.modules)} to be imported")
-            if not rec.hooked:
-                rec.hooked = True
-                for module in patch.modules:
-                    wrapt.register_post_import_hook(self._hook_for(patch.id), module)
-            else:
-                self._on_import(patch.id)
+            self._local.registering = True  # a hook for a module already in sys.modules fires right now
+            try:
+                if not rec.hooked:
+                    rec.hooked = True
+                    for module in patch.modules:
+                        wrapt.register_post_import_hook(self._hook_for(patch.id), module)
+                else:
+                    self._on_import(patch.id)
+            finally:
+                self._local.registering = False
+        self._retry_deferred()
 
     def _hook_for(self, patch_id: str):
         def hook(module):
@@ -149,9 +162,13 @@ class Registry:
             if not rec.active or rec.state != PENDING:
                 return
             absent = []
+            registering = getattr(self._local, "registering", False)
             for module in rec.patch.modules:
-                if module != current and _initializing(module):
-                    return  # mid-import (an import cycle brought us here): its own hook fires when done
+                if _initializing(module) and (module != current or registering):
+                    # mid-import (an import cycle, or apply() called from inside the import): decide once
+                    # it is complete -- its own post-import hook, or the next import / status() / apply()
+                    self._defer(patch_id)
+                    return
                 if module not in sys.modules:
                     try:  # siblings of an imported target: bring them in so all wrappers land together
                         importlib.import_module(module)
@@ -164,6 +181,26 @@ class Registry:
                         return
             if rec.state == PENDING:  # a sibling's own hook may have decided while we imported it
                 self._decide(rec, absent)
+
+    def _defer(self, patch_id: str) -> None:
+        self._deferred.add(patch_id)
+        _RetryFinder.install()
+
+    def _retry_deferred(self, blocking: bool = True) -> None:
+        if not self._deferred or getattr(self._local, "retrying", False):
+            return
+        if not self._lock.acquire(blocking=blocking):
+            return  # another thread is deciding (an import inside it may be what calls us): next time
+        self._local.retrying = True
+        try:
+            for patch_id in list(self._deferred):
+                rec = self._records[patch_id]
+                if not any(_initializing(m) for m in rec.patch.modules):
+                    self._deferred.discard(patch_id)
+                    self._on_import(patch_id)
+        finally:
+            self._local.retrying = False
+            self._lock.release()
 
     def _decide(self, rec: _Record, absent=()) -> None:
         patch = rec.patch
@@ -266,31 +303,63 @@ class Registry:
                     "of this process", rec.patch.id, type(exc).__name__, exc, rec.patch.engine, exc_info=exc)
 
     # -- removal -----------------------------------------------------------------------------
-    def _unwrap(self, rec: _Record) -> None:
+    def _unwrap(self, rec: _Record) -> list[str]:
+        """Take every wrapper of ``rec`` out; return the targets where someone else's replacement sits
+        (left as they set it: the wrapper inside it, if any, passes every call through from now on)."""
         rec.live.on = False
+        kept = []
         while rec.handles:
             module, qualname, handle = rec.handles.pop()
-            wrapt.unwrap_object(sys.modules[module], qualname, handle)
+            try:
+                if wrapt.unwrap_object(sys.modules[module], qualname, handle, missing_ok=True) is None:
+                    kept.append(f"{module}:{qualname}")
+            except Exception as exc:  # noqa: BLE001 - e.g. a non-wrapt replacement on top of ours
+                log.debug("%s: cannot take the wrapper off %s:%s: %s", rec.patch.id, module, qualname, exc)
+                kept.append(f"{module}:{qualname}")
+        return kept
 
     def remove(self, only=None) -> None:
+        """Unwrap every patch; completes for all of them whatever a target looks like now."""
         with self._lock:
             for rec in reversed(list(self._records.values())):
                 if only is not None and rec.patch.id not in only:
                     continue
                 was_applied = bool(rec.handles)
-                self._unwrap(rec)
+                kept = self._unwrap(rec)
                 for reset in rec.patch._on_remove:
-                    reset()
+                    try:
+                        reset()
+                    except Exception as exc:  # noqa: BLE001 - the other patches still get removed
+                        log.warning("%s: on_remove hook raised %s: %s", rec.patch.id, type(exc).__name__, exc)
+                self._deferred.discard(rec.patch.id)
                 if rec.active or was_applied:
                     rec.active = False
-                    self._set(rec, DISABLED, "removed by graphfix.remove()")
+                    note = (f"; replaced by someone else, left as they set it (graphfix's wrapper passes calls "
+                            f"through): {', '.join(kept)}") if kept else ""
+                    self._set(rec, DISABLED, "removed by graphfix.remove()" + note)
+
+    def _in_place(self, rec: _Record) -> str | None:
+        """``None`` if every wrapper of an applied patch is still reachable at its target, else what moved."""
+        for module, qualname, handle in rec.handles:
+            try:
+                current = lookup(module, qualname) if module in sys.modules else None
+                if current is None or wrapt.find_wrapper(current, handle) is None:
+                    return f"{module}:{qualname}"
+            except Exception:  # noqa: BLE001 - an unreadable target is not a wrapper in place
+                return f"{module}:{qualname}"
+        return None
 
     # -- reporting ---------------------------------------------------------------------------
     def status(self, engine: str | None = None) -> list[PatchStatus]:
         rows = []
+        self._retry_deferred()
         for patch in self.load(engine):
             rec = self._records[patch.id]
             state, reason = rec.state, rec.reason
+            moved = self._in_place(rec) if state == APPLIED else None
+            if moved:
+                state, reason = DRIFTED, (f"{moved} was replaced after graphfix wrapped it (reassigned or "
+                                          "importlib.reload): the fix is not in place there")
             value = os.environ.get(patch.flag, "auto")
             try:
                 flags.patch_mode(patch.id)
@@ -304,6 +373,36 @@ class Registry:
             rows.append(PatchStatus(patch.id, patch.engine, version, patch.flag, value, state, reason,
                                     patch.affected, patch.fixed_in))
         return rows
+
+
+class _RetryFinder:
+    """A meta-path entry that finds nothing: each import gives deferred decisions a chance to run."""
+
+    installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if not cls.installed:
+            cls.installed = True
+            sys.meta_path.insert(0, cls())
+
+    def find_spec(self, name, path=None, target=None):
+        for registry in list(_REGISTRIES):
+            if registry._deferred:
+                registry._retry_deferred(blocking=False)
+        return None
+
+
+_REGISTRIES: "weakref.WeakSet[Registry]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for registry in list(_REGISTRIES):
+        registry._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _in_range(patch: Patch, version: str | None) -> bool:

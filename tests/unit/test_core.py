@@ -9,9 +9,10 @@ import pytest
 import wrapt
 
 import graphfix
-from graphfix import FlagError, Verdict
+from graphfix import FlagError, Patch, Verdict
 from graphfix.patch import lookup
 from graphfix.probes import attr_reads, code_refs, params
+from tests.unit.conftest import BUGGY_SRC
 
 
 def wrappers_on(obj):
@@ -478,3 +479,104 @@ class Runner:
 def __getattr__(name):
     raise RuntimeError("lazy attribute boom")
 '''
+
+
+# -- processes, imports, removal ------------------------------------------------------------------
+def test_a_child_forked_while_another_thread_holds_the_registry_lock_does_not_hang(engine):
+    import os
+    import threading
+    import time
+
+    eng = engine()
+    eng.patch()
+    eng.imported()
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with eng.registry._lock:
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    pid = os.fork()
+    if pid == 0:  # child: the holder thread does not exist here
+        try:
+            eng.registry.apply(eng.dist)
+            ok = eng.state().state == "applied" and eng.imported().Runner().size(3) == 12
+        finally:
+            os._exit(0 if ok else 3)
+    try:
+        for _ in range(600):  # up to 60 s; a hung child is killed and the test fails
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the registry lock")
+    finally:
+        release.set()
+        holder.join()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_apply_called_from_inside_a_target_modules_import_decides_once_it_is_complete(engine, monkeypatch):
+    """The engine's plugin loader runs while the target module is half-imported (its class not yet defined)."""
+    import builtins
+
+    eng = engine(source="import builtins\nbuiltins._graphfix_test_load_plugins()\n" + BUGGY_SRC)
+    eng.patch()
+    monkeypatch.setattr(builtins, "_graphfix_test_load_plugins", lambda: eng.registry.apply(eng.dist), raising=False)
+    mod = eng.imported()
+    row = eng.state()
+    assert row.state == "applied", row.reason  # not "drifted: Runner.size not found", for good
+    assert mod.Runner().size(3) == 12
+
+
+def test_remove_completes_when_someone_else_replaced_a_target(engine):
+    eng = engine()
+    first = eng.patch()
+    second = Patch(id=f"{eng.dist}.helper", engine=eng.dist, affected=">=1.0,<2", fixed_in="2.0", upstream="t",
+                   summary="t", registry=eng.registry)
+    second.wraps(eng.module, "helper")(lambda wrapped, instance, args, kwargs: wrapped(*args, **kwargs) + 100)
+    second.probe(lambda t: Verdict.buggy("always"))
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    assert mod.Runner().size(3) == 12 and mod.helper(1) == 102
+    wrapped_size = vars(mod.Runner)["size"]
+
+    def theirs(self, n):  # someone else's replacement, calling what was there (our wrapper) inside
+        return wrapped_size(self, n) + 1
+
+    mod.Runner.size = theirs
+    eng.registry.remove()  # no exception, and every patch is removed
+    assert vars(mod.Runner)["size"] is theirs  # their replacement stays
+    assert mod.Runner().size(3) == 7  # our wrapper inside it now passes calls through
+    assert mod.helper(1) == 2 and not hasattr(mod.helper, "__wrapped__")
+    states = {r.id: r for r in eng.registry.status(eng.dist)}
+    assert states[first.id].state == "disabled" and "replaced by someone else" in states[first.id].reason
+    assert states[second.id].state == "disabled"
+
+
+def test_status_reflects_outside_reassignment_and_reload(engine):
+    import importlib
+
+    eng = engine()
+    eng.patch()
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == "applied"
+    importlib.reload(mod)  # the class is rebuilt from source: the wrapper is gone
+    assert mod.Runner().size(3) == 6
+    row = eng.state()
+    assert row.state == "drifted" and "replaced after graphfix wrapped it" in row.reason
+
+    eng2 = engine()
+    eng2.patch()
+    mod2 = eng2.imported()
+    eng2.registry.apply(eng2.dist)
+    mod2.Runner.size = lambda self, n: n  # plain reassignment
+    assert eng2.state().state == "drifted"
