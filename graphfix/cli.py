@@ -17,6 +17,11 @@ def _installed_engines() -> list[str]:
     return [e for e in ENGINE_PACKAGES if engine_version(e) is not None]
 
 
+def _cell(text: str) -> str:
+    """One table cell on one line: control characters (a newline in a flag value) shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def _resolve(engines: list[str], imports: bool) -> str | None:
     """Apply (so every decision is taken) and import each patch's target modules; return a flag error."""
     try:
@@ -38,14 +43,19 @@ def cmd_status(args) -> int:
     engines = _installed_engines()
     error = _resolve(engines, imports=not args.no_import)
     rows = status()
+    unknown = REGISTRY.unknown_variables()
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+        for message in unknown:
+            print(f"graphfix: {message}", file=sys.stderr)
     else:
         fmt = "{:<30} {:<7} {:<11} {:<40} {:<15} {}"
         print(fmt.format("patch", "engine", "version", "flag", "state", "reason"))
         for r in rows:
             flag = f"{r.flag}={r.flag_value}"
-            print(fmt.format(r.id, r.engine, r.engine_version or "-", flag, r.state, r.reason))
+            print(fmt.format(*map(_cell, (r.id, r.engine, r.engine_version or "-", flag, r.state, r.reason))))
+        for message in unknown:
+            print(_cell(f"warning: {message}"))
     if error:
         print(f"graphfix: {error}", file=sys.stderr)
         return 2

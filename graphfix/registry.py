@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import logging
 import os
 import sys
@@ -61,9 +62,19 @@ class _Live:
 
 
 def engine_version(engine: str) -> str | None:
+    """The installed distribution's version; for a source checkout on ``PYTHONPATH`` (no dist-info),
+    the package's own ``__version__``."""
     try:
         return importlib.metadata.version(engine)
     except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        package = sys.modules.get(engine)
+        if package is None and importlib.util.find_spec(engine) is not None:
+            package = importlib.import_module(engine)
+        version = getattr(package, "__version__", None)
+        return str(version) if version else None
+    except Exception:  # noqa: BLE001 - an engine that cannot be imported is not installed for us
         return None
 
 
@@ -103,8 +114,16 @@ class Registry:
         rec.state, rec.reason = state, reason
         log.info("%s: %s (%s)", rec.patch.id, state, reason)
 
+    def unknown_variables(self) -> list[str]:
+        """One message per set ``GRAPHFIX_*`` variable that names no flag, with the closest real one."""
+        return [flags.describe_unknown(n, c) for n, c in flags.unknown_variables(self._records)]
+
     def apply(self, engine: str | None = None, only=None) -> None:
         patches = self.load(engine)
+        for message in self.unknown_variables():
+            if message not in _warned:
+                _warned.add(message)
+                log.warning("%s", message)
         enabled = flags.master_enabled()
         modes = {p.id: flags.patch_mode(p.id) for p in patches}  # every bad value raises here
         for patch in patches:
@@ -393,6 +412,7 @@ class _RetryFinder:
         return None
 
 
+_warned: set = set()  # unknown-variable warnings already logged by this process
 _REGISTRIES: "weakref.WeakSet[Registry]" = weakref.WeakSet()
 
 
@@ -406,10 +426,22 @@ if hasattr(os, "register_at_fork"):
 
 
 def _in_range(patch: Patch, version: str | None) -> bool:
+    """In the affected range. A post release (or local build) counts as the release it follows; a pre- or
+    dev release of an affected release, or of the first fixed one, is left to the probe (in range)."""
     try:
-        return version is not None and patch.specifier.contains(Version(version), prereleases=True)
+        v = Version(version) if version is not None else None
     except InvalidVersion:
         return False
+    if v is None:
+        return False
+    if patch.specifier.contains(v, prereleases=True):
+        return True
+    base = Version(v.base_version)  # 0.5.14.post1 -> 0.5.14, 0.5.19rc1 / 0.5.19.dev12+gabc -> 0.5.19
+    if v.is_postrelease and not v.is_prerelease:
+        return patch.specifier.contains(base, prereleases=True)
+    if v.is_prerelease:
+        return patch.specifier.contains(base, prereleases=True) or base == Version(patch.fixed_in)
+    return False
 
 
 def _initializing(module: str) -> bool:

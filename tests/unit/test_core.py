@@ -580,3 +580,78 @@ def test_status_reflects_outside_reassignment_and_reload(engine):
     eng2.registry.apply(eng2.dist)
     mod2.Runner.size = lambda self, n: n  # plain reassignment
     assert eng2.state().state == "drifted"
+
+
+# -- inputs operators get wrong -------------------------------------------------------------------
+def test_an_unknown_graphfix_variable_is_logged_with_the_closest_flag(engine, monkeypatch, caplog):
+    eng = engine()
+    patch = eng.patch()
+    typo = patch.flag.replace("_SIZE", "SIZE")  # GRAPHFIX_FAKEENGxxxx_SIZE -> ..._FAKEENGxxxxSIZE
+    monkeypatch.setenv(typo, "off")
+    monkeypatch.setenv("GRAPHFIX_LOG", "debug")  # a graphfix variable that is not a patch flag: known
+    with caplog.at_level("WARNING", logger="graphfix"):
+        eng.registry.apply(eng.dist)
+    messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert [m for m in messages if typo in m and f"did you mean {patch.flag}?" in m], messages
+    assert not [m for m in messages if "GRAPHFIX_LOG" in m]
+    assert eng.state().state == "pending"  # the typo did not switch anything off
+
+
+def test_status_reports_unknown_variables_and_keeps_one_line_per_row(monkeypatch):
+    env = dict(__import__("os").environ, GRAPHFIX_SGLANG_GRAPHPOOL="off", GRAPHFIX_SGLANG_LOGITS_ROWS="off\nauto")
+    proc = subprocess.run([sys.executable, "-m", "graphfix", "status", "--no-import"], env=env,
+                          capture_output=True, text=True)
+    lines = proc.stdout.splitlines()
+    assert any("GRAPHFIX_SGLANG_GRAPHPOOL" in line and "did you mean GRAPHFIX_SGLANG_GRAPH_POOL?" in line
+               for line in lines), proc.stdout
+    rows = [line for line in lines if line.split(" ")[0] in {p.id for p in graphfix.registry.REGISTRY.load()}]
+    assert len(rows) == len(graphfix.registry.REGISTRY.load())  # the newline did not split a row
+    (logits,) = [line for line in rows if line.startswith("sglang.logits_rows")]
+    assert "GRAPHFIX_SGLANG_LOGITS_ROWS=off\\nauto" in logits and "disabled" in logits
+
+
+def test_an_engine_without_dist_info_is_decided_from_its_version_attribute(engine, tmp_path, monkeypatch):
+    eng = engine()
+    patch = eng.patch()
+    package = "srcengine" + eng.dist[-6:]
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text('__version__ = "1.0"\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    patch.engine = package  # a checkout on PYTHONPATH: no dist-info for it anywhere
+    eng.imported()
+    eng.registry.apply(package)
+    (row,) = eng.registry.status(package)
+    assert row.engine_version == "1.0" and row.state == "applied", row
+    sys.modules.pop(package, None)
+
+
+@pytest.mark.parametrize("version,affected,fixed_in,expected", [
+    ("0.5.14.post1", "==0.5.14", "0.5.15", True),               # a post release of an affected release
+    ("0.5.15.post1", ">=0.5.15,<0.5.19", "0.5.19", True),
+    ("0.5.18+vendor.3", ">=0.5.15,<0.5.19", "0.5.19", True),    # a local build of an affected release
+    ("0.5.19rc1", ">=0.5.15,<0.5.19", "0.5.19", True),          # pre-release of the fixed release: the probe decides
+    ("0.5.19.dev12+gabc", ">=0.5.15,<0.5.19", "0.5.19", True),
+    ("0.29.0rc1.dev12+gabc", ">=0.23.0", "0.29.0", True),
+    ("0.29.0rc1.dev12+gabc", ">=0.23.0,<0.26.0", "0.26.0", False),
+    ("0.5.20rc1", ">=0.5.15,<0.5.19", "0.5.19", False),
+    ("0.5.13.post2", ">=0.5.14,<0.5.19", "0.5.19", False),
+    ("not-a-version", ">=0.5.14", "0.5.19", False),
+])
+def test_post_dev_rc_and_local_versions(version, affected, fixed_in, expected):
+    from graphfix.registry import _in_range
+
+    patch = types.SimpleNamespace(specifier=__import__("packaging.specifiers").specifiers.SpecifierSet(affected),
+                                  fixed_in=fixed_in)
+    assert _in_range(patch, version) is expected
+
+
+@pytest.mark.parametrize("source,state", [
+    (BUGGY_SRC, "applied"),
+    ("class Runner:\n    def size(self, n):\n        fixed_marker = 1\n        return n * 2\n", "retired"),
+])
+def test_a_pre_release_of_the_fixed_release_is_decided_by_the_probe(engine, source, state):
+    eng = engine(version="2.0rc1", source=source)
+    eng.patch(affected=">=1.0,<2")  # fixed_in 2.0
+    eng.imported()
+    eng.registry.apply(eng.dist)
+    assert eng.state().state == state, eng.state().reason
