@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections import Counter
 import importlib
 import json
 import logging
@@ -63,9 +64,9 @@ def cmd_status(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from .scenarios import is_fixed, observe, render
+    from .scenarios import _SCENARIOS, is_fixed, judge, judge_patch, observe, render
 
-    report, failed = [], False
+    report, failed, lines = [], False, []
     for engine in _installed_engines():
         try:
             results = observe(engine)
@@ -73,29 +74,40 @@ def cmd_verify(args) -> int:
             print(f"graphfix: {exc}", file=sys.stderr)
             return 2
         for pid, res in results.items():
+            applied, verdicts = res["state"] == "applied", {}
             for case, obs in res["cases"].items():
                 before, after = obs.get("off"), obs.get("on")
-                ok = None
-                if res["state"] == "applied":
-                    ok = bool(is_fixed(pid, after))
-                    failed |= not ok
+                verdict, ok = judge(pid, case, before, after) if applied else (res["state"], None)
+                verdicts[case] = (verdict, ok)
                 report.append({
-                    "id": pid, "case": case, "state": res["state"], "reason": res["reason"],
-                    "before": before, "after": after, "before_fixed": is_fixed(pid, before),
-                    "after_fixed": is_fixed(pid, after), "ok": ok,
+                    "id": pid, "case": case, "kind": _SCENARIOS[pid].kind(case), "state": res["state"],
+                    "reason": res["reason"], "before": before, "after": after, "verdict": verdict,
+                    "before_fixed": is_fixed(pid, before), "after_fixed": is_fixed(pid, after), "ok": ok,
                 })
-                if not args.json:
-                    verdict = {True: "FIXED", False: "NOT FIXED", None: res["state"]}[ok]
-                    print(f"{pid} [{case}] {verdict}")
-                    print(f"    before: {render(pid, before)}")
-                    if ok is not None:
-                        print(f"    after:  {render(pid, after)}")
-                    else:
-                        print(f"    ({res['reason']})")
+            if not applied:
+                lines.append(f"{pid:<27} {res['state']:<13} -  {res['reason']}")
+                continue
+            verdict, ok = judge_patch(verdicts)
+            failed |= not ok
+            shown = next((c for c, (v, _) in verdicts.items() if v == verdict), next(iter(verdicts)))
+            obs = res["cases"][shown]
+            counts = Counter(v for c, (v, _) in verdicts.items() if c != shown)
+            more = "  (other cases: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ")" if counts else ""
+            lines.append(f"{pid:<27} {res['state']:<13} {verdict}  [{shown}] {render(pid, obs.get('off'))} "
+                         f"\u2192 {render(pid, obs.get('on'))}{more}")
+            if args.details:
+                lines.append(f"    ({res['reason']})")
+                for case, (v, _) in verdicts.items():
+                    c = res["cases"][case]
+                    lines.append(f"    [{case}] {v}")
+                    lines.append(f"        before: {render(pid, c.get('off'))}")
+                    lines.append(f"        after:  {render(pid, c.get('on'))}")
     if args.json:
         print(json.dumps(report, indent=2))
     elif not report:
         print("graphfix verify: no supported engine installed")
+    else:
+        print("\n".join(lines))
     return 1 if failed else 0
 
 
@@ -120,8 +132,9 @@ def main(argv=None) -> int:
     st = sub.add_parser("status", help="one row per known patch: engine, flag, state, reason")
     st.add_argument("--json", action="store_true")
     st.add_argument("--no-import", action="store_true", help="do not import the engines' target modules")
-    ve = sub.add_parser("verify", help="run each applicable patch's scenario off, then on")
+    ve = sub.add_parser("verify", help="run each applicable patch's scenario off, then on: one line per patch")
     ve.add_argument("--json", action="store_true")
+    ve.add_argument("-v", "--verbose", dest="details", action="store_true", help="every case, before and after")
     sub.add_parser("matrix", help="print the supported-release matrix (Markdown)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,

@@ -655,3 +655,34 @@ def test_a_pre_release_of_the_fixed_release_is_decided_by_the_probe(engine, sour
     eng.imported()
     eng.registry.apply(eng.dist)
     assert eng.state().state == state, eng.state().reason
+
+
+# -- honest verify: what a case may be called -----------------------------------------------------
+@pytest.fixture
+def verdicts():
+    from graphfix import scenarios
+
+    scenarios.scenario("fake.judged", cases={"bug": {}, "ctl": {}, "guard": {}}, controls=("ctl",),
+                       additions=("guard",), fixed=lambda o: o.get("good"))(lambda: {})
+    yield scenarios
+    scenarios._SCENARIOS.pop("fake.judged")
+
+
+def test_verify_calls_a_case_fixed_only_where_before_shows_the_bug(verdicts):
+    judge = verdicts.judge
+    assert judge("fake.judged", "bug", {"good": False}, {"good": True}) == ("FIXED", True)
+    assert judge("fake.judged", "bug", {"good": True}, {"good": True}) == ("unchanged", True)
+    assert judge("fake.judged", "bug", {"good": True, "n": 1}, {"good": True, "n": 2}) == ("fixed before and after", True)
+    assert judge("fake.judged", "bug", {"good": False}, {"good": False}) == ("NOT FIXED", False)
+    assert judge("fake.judged", "bug", {"good": False}, {"error": "boom"}) == ("NOT FIXED", False)
+
+
+def test_verify_controls_must_stay_the_same_and_additions_are_labelled(verdicts):
+    judge = verdicts.judge
+    assert judge("fake.judged", "ctl", {"good": True}, {"good": True}) == ("unchanged", True)
+    assert judge("fake.judged", "ctl", {"good": True}, {"good": True, "x": 1}) == ("CHANGED", False)  # a wrong wrapper
+    assert judge("fake.judged", "guard", {"good": False}, {"good": True}) == ("graphfix addition", True)
+    assert judge("fake.judged", "guard", {"good": False}, {"good": False}) == ("ADDITION FAILED", False)
+    assert verdicts.judge_patch({"bug": ("FIXED", True), "ctl": ("unchanged", True)}) == ("FIXED", True)
+    assert verdicts.judge_patch({"bug": ("unchanged", True), "guard": ("graphfix addition", True)})[1] is False
+    assert verdicts.judge_patch({"bug": ("FIXED", True), "ctl": ("CHANGED", False)}) == ("NOT FIXED", False)
