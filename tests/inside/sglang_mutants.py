@@ -13,6 +13,8 @@ Prints ``{"observed": graphfix.scenarios.observe(...), "mutated": {...}}`` as JS
 usage: python tests/inside/sglang_mutants.py --wrapper-raises
   graphfix's own helper inside the logits_rows wrapper raises (after the original ran): prints the rows the
   scenario's upstream geometry gets (twice) and the patch's status row.
+usage: python tests/inside/sglang_mutants.py --reload
+  importlib.reload(model_runner) after graphfix applied: states before, after, and after graphfix.remove().
 """
 
 import importlib
@@ -92,8 +94,25 @@ def wrapper_raises():
     return {"rows": [first, second], "state": row.state, "reason": row.reason}
 
 
+def reloaded():
+    import graphfix
+
+    graphfix.apply("sglang")
+    mr = importlib.import_module(MR)
+    states = [{r.id: r.state for r in graphfix.status("sglang")}]
+    importlib.reload(mr)  # the module runs again: a new ModelRunner class, without graphfix's wrapper
+    row = {r.id: r for r in graphfix.status("sglang")}["sglang.logits_rows"]
+    states.append({r.id: r.state for r in graphfix.status("sglang")})
+    graphfix.remove()  # completes although the wrapped class is gone
+    states.append({r.id: r.state for r in graphfix.status("sglang")})
+    return {"states": states, "reason": row.reason}
+
+
 if sys.argv[1:] == ["--wrapper-raises"]:
     print(json.dumps({"fallback": wrapper_raises()}))
+    sys.exit(0)
+if sys.argv[1:] == ["--reload"]:
+    print(json.dumps({"reload": reloaded()}))
     sys.exit(0)
 
 from graphfix.scenarios import observe  # noqa: E402

@@ -56,3 +56,12 @@ def observed_off(version):
     from tests.sglang.conftest import result
 
     return result("sglang.logits_rows", version)["cases"]
+
+
+def test_status_tells_when_a_reload_took_the_wrapper_away():
+    out = run_inside("sglang", "0.5.18", ["python", "tests/inside/sglang_mutants.py", "--reload"])["reload"]
+    before, after, removed = out["states"]
+    assert before["sglang.logits_rows"] == "applied"
+    assert after["sglang.logits_rows"] == "drifted" and "importlib.reload" in out["reason"], out
+    assert after["sglang.warmup_hook"] == before["sglang.warmup_hook"] == "applied"  # other modules untouched
+    assert set(removed.values()) == {"disabled"}, removed  # remove() went through every patch
