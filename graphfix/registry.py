@@ -116,7 +116,12 @@ class Registry:
 
     def unknown_variables(self) -> list[str]:
         """One message per set ``GRAPHFIX_*`` variable that names no flag, with the closest real one."""
-        return [flags.describe_unknown(n, c) for n, c in flags.unknown_variables(self._records)]
+        ids = set(self._records)
+        try:  # every engine's flags are known, whichever engine this process applies
+            ids |= {p.id for p in REGISTRY.load()}
+        except Exception as exc:  # noqa: BLE001 - a report must not fail
+            log.debug("cannot load every patch module: %s", exc)
+        return [flags.describe_unknown(n, c) for n, c in flags.unknown_variables(ids)]
 
     def apply(self, engine: str | None = None, only=None) -> None:
         patches = self.load(engine)

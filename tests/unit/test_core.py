@@ -686,3 +686,11 @@ def test_verify_controls_must_stay_the_same_and_additions_are_labelled(verdicts)
     assert verdicts.judge_patch({"bug": ("FIXED", True), "ctl": ("unchanged", True)}) == ("FIXED", True)
     assert verdicts.judge_patch({"bug": ("unchanged", True), "guard": ("graphfix addition", True)})[1] is False
     assert verdicts.judge_patch({"bug": ("FIXED", True), "ctl": ("CHANGED", False)}) == ("NOT FIXED", False)
+
+
+def test_the_other_engines_flags_are_not_unknown(monkeypatch, caplog):
+    monkeypatch.setenv("GRAPHFIX_VLLM_CUDAGRAPH_SIZES", "off")
+    monkeypatch.setenv("GRAPHFIX_SGLANG_GRAPH_POOL", "on")
+    from graphfix.registry import Registry
+
+    assert Registry().unknown_variables() == []
