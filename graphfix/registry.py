@@ -82,7 +82,7 @@ class Registry:
     def __init__(self):
         self._records: dict[str, _Record] = {}
         self._lock = threading.RLock()
-        self._deferred: set[str] = set()  # patches whose decision waits for a module still mid-import
+        self._deferred: dict[str, set] = {}  # patch -> modules still mid-import its decision waits for
         self._local = threading.local()  # .registering: hooks fire right away (wrapt) inside apply()
         _REGISTRIES.add(self)
 
@@ -191,7 +191,7 @@ class Registry:
                 if _initializing(module) and (module != current or registering):
                     # mid-import (an import cycle, or apply() called from inside the import): decide once
                     # it is complete -- its own post-import hook, or the next import / status() / apply()
-                    self._defer(patch_id)
+                    self._defer(patch_id, {module})
                     return
                 if module not in sys.modules:
                     try:  # siblings of an imported target: bring them in so all wrappers land together
@@ -206,8 +206,8 @@ class Registry:
             if rec.state == PENDING:  # a sibling's own hook may have decided while we imported it
                 self._decide(rec, absent)
 
-    def _defer(self, patch_id: str) -> None:
-        self._deferred.add(patch_id)
+    def _defer(self, patch_id: str, waiting: set) -> None:
+        self._deferred[patch_id] = set(waiting)
         _RetryFinder.install()
 
     def _retry_deferred(self, blocking: bool = True) -> None:
@@ -217,14 +217,23 @@ class Registry:
             return  # another thread is deciding (an import inside it may be what calls us): next time
         self._local.retrying = True
         try:
-            for patch_id in list(self._deferred):
-                rec = self._records[patch_id]
-                if not any(_initializing(m) for m in rec.patch.modules):
-                    self._deferred.discard(patch_id)
+            for patch_id, waiting in list(self._deferred.items()):
+                if not any(_initializing(m) for m in waiting):
+                    self._deferred.pop(patch_id, None)
                     self._on_import(patch_id)
         finally:
             self._local.retrying = False
             self._lock.release()
+
+    def _wait_for_imports(self, rec: _Record, why: str) -> bool:
+        """A negative answer while other modules are still mid-import (a probe's lazy import may be one
+        of them) is not final: decide again once they are complete."""
+        busy = {name for name, module in list(sys.modules.items())
+                if name not in rec.patch.modules and _initializing_module(module)}
+        if busy:
+            self._defer(rec.patch.id, busy)
+            rec.reason = f"decision deferred until {', '.join(sorted(busy)[:3])} finished importing ({why})"
+        return bool(busy)
 
     def _decide(self, rec: _Record, absent=()) -> None:
         patch = rec.patch
@@ -241,6 +250,8 @@ class Registry:
                 self._set(rec, APPLIED, "already wrapped in this process (inherited or loaded twice)")
                 return
             if current is None and not t.optional:
+                if self._wait_for_imports(rec, f"{t.module}:{t.qualname} not found"):
+                    return
                 kind = DRIFTED if in_range else NOT_AFFECTED
                 self._set(rec, kind, f"{t.module}:{t.qualname} not found in {patch.engine} {version}")
                 return
@@ -258,6 +269,8 @@ class Registry:
             self._set(rec, RETIRED, f"{patch.engine} {version} already has the upstream fix: {why}")
             return
         if kind != BUGGY:
+            if self._wait_for_imports(rec, why):
+                return
             self._set(rec, DRIFTED, f"target shape not recognised, left alone: {why}")
             return
         if not in_range and flags.patch_mode(patch.id) != "on":
@@ -355,7 +368,7 @@ class Registry:
                         reset()
                     except Exception as exc:  # noqa: BLE001 - the other patches still get removed
                         log.warning("%s: on_remove hook raised %s: %s", rec.patch.id, type(exc).__name__, exc)
-                self._deferred.discard(rec.patch.id)
+                self._deferred.pop(rec.patch.id, None)
                 if rec.active or was_applied:
                     rec.active = False
                     note = (f"; replaced by someone else, left as they set it (graphfix's wrapper passes calls "
@@ -450,8 +463,14 @@ def _in_range(patch: Patch, version: str | None) -> bool:
 
 
 def _initializing(module: str) -> bool:
-    spec = getattr(sys.modules.get(module), "__spec__", None)
-    return bool(getattr(spec, "_initializing", False))
+    return _initializing_module(sys.modules.get(module))
+
+
+def _initializing_module(module) -> bool:
+    try:
+        return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+    except Exception:  # noqa: BLE001 - a lazy module object that cannot answer is not being imported by us
+        return False
 
 
 def _kind(obj) -> str:

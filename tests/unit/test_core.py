@@ -694,3 +694,23 @@ def test_the_other_engines_flags_are_not_unknown(monkeypatch, caplog):
     from graphfix.registry import Registry
 
     assert Registry().unknown_variables() == []
+
+
+def test_a_negative_answer_while_another_module_is_mid_import_is_not_final(engine):
+    """The probe needs something a module still being imported defines at its end (a lazy import)."""
+    import importlib
+
+    eng = engine()
+    outer = eng.module + "_outer"
+    (eng.root / f"{outer}.py").write_text(f"import {eng.module}\n\nREADY = True\n")
+
+    def probe(t):
+        if not getattr(sys.modules.get(outer), "READY", False):
+            return Verdict.drifted(f"{outer}.READY missing")
+        return Verdict.buggy("ready")
+
+    eng.patch(probe=probe)
+    eng.registry.apply(eng.dist)
+    importlib.import_module(outer)  # the target's hook fires while `outer` is half-imported
+    assert eng.state().state == "applied", eng.state().reason
+    assert eng.imported().Runner().size(3) == 12
