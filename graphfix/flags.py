@@ -45,3 +45,26 @@ def patch_mode(patch_id: str) -> str:
     if value == "auto":
         return "auto"
     return "on" if value in _TRUE else "off"
+
+
+# graphfix variables that are not patch flags (the logging level, the test/demo harness)
+OTHER_VARIABLES = frozenset({"GRAPHFIX_LOG", "GRAPHFIX_ENGINE_CACHE", "GRAPHFIX_SKIP_ENGINES",
+                             "GRAPHFIX_HARNESS_RELEASE", "GRAPHFIX_TEST_WORKERS"})
+
+
+def unknown_variables(patch_ids) -> list[tuple[str, str | None]]:
+    """``(variable, closest known name or None)`` for each set ``GRAPHFIX_*`` variable graphfix does not know."""
+    import difflib
+
+    known = {MASTER} | set(OTHER_VARIABLES) | {flag_name(p) for p in patch_ids}
+    out = []
+    for name in sorted(os.environ):
+        if name.upper().startswith(MASTER + "_") and name not in known:
+            close = difflib.get_close_matches(name.upper(), sorted(known), n=1, cutoff=0.6)
+            out.append((name, close[0] if close else None))
+    return out
+
+
+def describe_unknown(name: str, closest: str | None) -> str:
+    hint = f"; did you mean {closest}?" if closest else ""
+    return f"{name} is not a graphfix variable (ignored){hint}"

@@ -38,6 +38,10 @@ class Verdict(NamedTuple):
         return cls(UNAFFECTED, reason)
 
 
+class Refusal(RuntimeError):
+    """Raised on purpose by a wrapper (a guard graphfix adds): passes through the call-time fallback."""
+
+
 @dataclass(frozen=True)
 class Target:
     module: str
@@ -63,6 +67,12 @@ def lookup(module: str, qualname: str):
             if obj is None:
                 return None
     return obj
+
+
+def receiver(instance, args):
+    """The object a method wrapper works on: wrapt's ``instance``, or the first argument when the method
+    was called through its class (``Class.method(obj)``, as upstream tests do with stand-in objects)."""
+    return instance if instance is not None else args[0]
 
 
 class Targets:

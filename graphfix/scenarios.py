@@ -24,17 +24,32 @@ class Scenario:
     cases: dict = field(default_factory=lambda: {"default": {}})
     fixed: Callable[[dict], bool] | None = None
     describe: Callable[[dict], str] | None = None
+    controls: tuple = ()  # cases the patch must leave exactly as they were
+    additions: tuple = ()  # cases that check graphfix's own additions (no upstream counterpart)
+
+    def kind(self, case: str) -> str:
+        return CONTROL if case in self.controls else ADDITION if case in self.additions else FIX
 
 
-def scenario(patch_id: str, cases=None, fixed=None, describe=None):
+FIX, CONTROL, ADDITION = "fix", "control", "addition"
+# what `graphfix verify` says about one case of an applied patch
+FIXED, NOT_FIXED, UNCHANGED, CHANGED = "FIXED", "NOT FIXED", "unchanged", "CHANGED"
+ADDED, ADDITION_FAILED, STILL_FIXED, UNOBSERVABLE = (
+    "graphfix addition", "ADDITION FAILED", "fixed before and after", "not observable")
+
+
+def scenario(patch_id: str, cases=None, fixed=None, describe=None, controls=(), additions=()):
     """Register ``fn(**case) -> dict`` (JSON-serialisable) as the observable scenario of ``patch_id``.
 
     ``fixed(observation)`` says whether an observation shows the upstream-fixed behaviour;
-    ``describe(observation)`` renders it in one short line for ``graphfix verify``.
+    ``describe(observation)`` renders it in one short line for ``graphfix verify``. ``controls`` name the
+    cases the patch must not change; ``additions`` the cases that check behaviour graphfix adds beyond
+    upstream (reported as such, never as a fix).
     """
 
     def deco(fn):
-        _SCENARIOS[patch_id] = Scenario(patch_id, fn, cases or {"default": {}}, fixed, describe)
+        _SCENARIOS[patch_id] = Scenario(patch_id, fn, cases or {"default": {}}, fixed, describe,
+                                        tuple(controls), tuple(additions))
         return fn
 
     return deco
@@ -96,3 +111,30 @@ def render(patch_id: str, observation) -> str:
     if "error" in observation:
         return "error: " + observation["error"]
     return sc.describe(observation) if sc.describe else repr(observation)
+
+
+def judge(patch_id: str, case: str, before, after) -> tuple[str, bool | None]:
+    """``(verdict, ok)`` for one case of an applied patch: ``FIXED`` only where ``before`` shows the bug
+    and ``after`` the fixed behaviour; ``ok`` is False where verify must fail, None where it cannot tell."""
+    kind = _SCENARIOS[patch_id].kind(case)
+    after_fixed, before_fixed = is_fixed(patch_id, after), is_fixed(patch_id, before)
+    if kind == CONTROL:
+        return (UNCHANGED, True) if before == after and before is not None else (CHANGED, False)
+    if kind == ADDITION:
+        return (ADDED, True) if after_fixed else (ADDITION_FAILED, False)
+    if after is None or "error" in after or after_fixed is False:
+        return NOT_FIXED, False
+    if after_fixed is None:
+        return UNOBSERVABLE, None
+    if before_fixed is False:
+        return FIXED, True
+    return (UNCHANGED, True) if before == after else (STILL_FIXED, True)
+
+
+def judge_patch(verdicts: dict) -> tuple[str, bool]:
+    """One verdict for a patch from its cases' ``{case: (verdict, ok)}``."""
+    if any(ok is False for _, ok in verdicts.values()):
+        return NOT_FIXED, False
+    if any(v == FIXED for v, _ in verdicts.values()):
+        return FIXED, True
+    return "NO BUG SHOWN", False  # applied, yet no case shows the bug it is said to fix

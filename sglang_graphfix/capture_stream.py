@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from graphfix import Patch, Verdict, code_refs, params
+from graphfix import Patch, Refusal, Verdict, code_refs, params
 
 PATCH = Patch(
     id="sglang.capture_stream",
@@ -48,7 +48,7 @@ _report = {"passes": 0, "bytes": 0, "broken": False}  # the per-pass graph-pool 
 log = logging.getLogger("graphfix")
 
 
-class CaptureOverlapError(RuntimeError):
+class CaptureOverlapError(Refusal):
     """Two CUDA-graph captures would run on the shared capture stream at the same time."""
 
 
@@ -64,23 +64,26 @@ def _shared_stream():
     return store[key]
 
 
+def _refuse_overlap(stream):
+    holder = _busy.get(id(stream))
+    if holder is not None:
+        raise CaptureOverlapError(
+            "graphfix sglang.capture_stream: a CUDA graph capture started on the shared capture "
+            + ("stream inside another capture on it (re-entry)" if holder is threading.current_thread() else
+               f"stream while thread {holder.name!r} is still capturing on it")
+            + "; captures sharing one stream must run strictly one after another. "
+            "GRAPHFIX_SGLANG_CAPTURE_STREAM=off gives every capture its own stream again."
+        )
+
+
 @contextlib.contextmanager
-def _capture_on_shared_stream(graph_capture):
-    me = threading.current_thread()
+def _exclusively(capture, stream):
+    """``capture`` (the shipped context manager, given the shared stream), one capture at a time."""
     with _lock:
-        stream = _shared_stream()
-        holder = _busy.get(id(stream))
-        if holder is not None:
-            raise CaptureOverlapError(
-                "graphfix sglang.capture_stream: a CUDA graph capture started on the shared capture "
-                + ("stream inside another capture on it (re-entry)" if holder is me else
-                   f"stream while thread {holder.name!r} is still capturing on it")
-                + "; captures sharing one stream must run strictly one after another. "
-                "GRAPHFIX_SGLANG_CAPTURE_STREAM=off gives every capture its own stream again."
-            )
-        _busy[id(stream)] = me
+        _refuse_overlap(stream)
+        _busy[id(stream)] = threading.current_thread()
     try:
-        with graph_capture(stream=stream) as context:
+        with capture as context:
             yield context
     finally:
         with _lock:
@@ -125,7 +128,10 @@ def report_graph_pools():
 def _share_capture_stream(wrapped, instance, args, kwargs):
     if kwargs.get("stream", args[0] if args else None) is not None:  # pdmux groups, explicit streams
         return wrapped(*args, **kwargs)
-    return _capture_on_shared_stream(wrapped)
+    with _lock:  # graphfix's own work happens here, at call time, where a failure falls back to shipped
+        stream = _shared_stream()
+        _refuse_overlap(stream)
+    return _exclusively(wrapped(stream=stream), stream)
 
 
 for _module in RUNNERS:

@@ -11,12 +11,18 @@ candidate width, through the release's own helpers: the per-width helper (``deco
 ``decode_num_tokens_per_bs`` in 0.5.15), ``get_batch_sizes_to_capture`` and the candidate resolver. The
 adaptive settings come from the runtime-context spec bag (0.5.17+) or the runner's ``server_args``.
 Resolution keeps the static width among the candidates, so the result equals 0.5.19's.
+Probe: runs the unwrapped method on a synthetic adaptive runner and compares with the fixed rule; a
+backport that still undersizes is applied (when the wrapper then gives the rule's answer) or drifted.
 """
 
 import importlib
+import json
+import os
 import sys
+import tempfile
+import types
 
-from graphfix import Patch, Verdict, code_refs, params
+from graphfix import Patch, Verdict, params, receiver
 
 PATCH = Patch(
     id="sglang.logits_rows",
@@ -46,15 +52,9 @@ def _adaptive_config(runner):
     return bool(getattr(spec, "speculative_adaptive", False)), getattr(spec, "speculative_adaptive_config", None)
 
 
-@PATCH.wraps(MR, "ModelRunner.max_decode_logits_rows")
-def _cover_candidate_widths(wrapped, instance, args, kwargs):
-    rows = wrapped(*args, **kwargs)
-    runner = instance if instance is not None else args[0]  # Class.method(non-instance): runner in args
-    adaptive, config = _adaptive_config(runner)
-    if not adaptive:
-        return rows
+def _cover(rows, runner, config, capture_sizes):
+    """``rows`` raised to ``max(capture bs) * tokens`` at every candidate width of ``config``."""
     tokens_per_req = next(getattr(runner, name) for name in HELPERS if hasattr(runner, name))
-    capture_sizes = sys.modules[MR].get_batch_sizes_to_capture
     for steps in importlib.import_module(ADAPTIVE).resolve_candidate_steps_from_config(config):
         width = tokens_per_req(num_draft_tokens=steps + 1)
         capture_bs, _ = capture_sizes(runner, width)
@@ -62,16 +62,76 @@ def _cover_candidate_widths(wrapped, instance, args, kwargs):
     return rows
 
 
+@PATCH.wraps(MR, "ModelRunner.max_decode_logits_rows")
+def _cover_candidate_widths(wrapped, instance, args, kwargs):
+    rows = wrapped(*args, **kwargs)
+    runner = receiver(instance, args)  # Class.method(non-instance): runner in args
+    adaptive, config = _adaptive_config(runner)
+    return _cover(rows, runner, config, sys.modules[MR].get_batch_sizes_to_capture) if adaptive else rows
+
+
+# The probe's synthetic input: capture bs [8, 20] under the alignment filter "bs x width divisible by 8",
+# static width 7, candidate steps {6, 3}. Width 7 keeps bs 8 (56 rows); width 4 keeps both (80 rows): a
+# rule that looks at the static or the widest width only gives 56, the fixed rule 80.
+PROBE_BS, PROBE_STATIC, PROBE_STEPS = (8, 20), 7, [6, 3]
+
+
+class _ProbeRunner:
+    """Not a ModelRunner: what ``max_decode_logits_rows`` reads, with the width helper as for EAGLE top-1."""
+
+    def __init__(self, spec):
+        self.server_args, self.cuda_graph_bs, self.is_draft_worker = spec, list(PROBE_BS), False
+
+    def decode_num_tokens_per_req(self, *, num_draft_tokens=None):
+        return num_draft_tokens or PROBE_STATIC
+
+    decode_num_tokens_per_bs = decode_num_tokens_per_req  # 0.5.15's name
+
+    def decode_graph_gather_requirements(self):
+        return False, False
+
+
+def _probe_capture_sizes(runner, width, **_):
+    return [bs for bs in runner.cuda_graph_bs if bs * width % 8 == 0], []
+
+
+def _run_unbound(method, runner, spec):
+    """``method(runner)`` with the capture-size filter and the runtime-context spec reads of its own
+    module replaced for this one call (a private copy of its globals: the module is not touched)."""
+    scope = dict(method.__globals__, get_batch_sizes_to_capture=_probe_capture_sizes, get_spec=lambda: spec,
+                 max_speculative_num_draft_tokens=lambda *a, **k: PROBE_STATIC)
+    fn = types.FunctionType(method.__code__, scope, method.__name__, method.__defaults__, method.__closure__)
+    fn.__kwdefaults__ = method.__kwdefaults__
+    return fn(runner)
+
+
 @PATCH.probe
 def probe(t):
-    refs = code_refs(t["ModelRunner.max_decode_logits_rows"])
-    if "resolve_candidate_steps_from_config" in refs:
-        return Verdict.fixed("max_decode_logits_rows already walks the adaptive candidate steps")
-    helper = next((h for h in HELPERS if h in refs and t[f"ModelRunner.{h}"] is not None), None)
-    if helper is None or "get_batch_sizes_to_capture" not in refs or "speculative_adaptive" in refs:
-        return Verdict.drifted("max_decode_logits_rows is not the static-width-only shape")
-    if "num_draft_tokens" not in params(t[f"ModelRunner.{helper}"]):
-        return Verdict.drifted(f"ModelRunner.{helper} takes no num_draft_tokens")
-    if not callable(getattr(importlib.import_module(ADAPTIVE), "resolve_candidate_steps_from_config", None)):
+    method = t["ModelRunner.max_decode_logits_rows"]
+    helper = next((h for h in HELPERS if t[f"ModelRunner.{h}"] is not None), None)
+    if helper is None or "num_draft_tokens" not in params(t[f"ModelRunner.{helper}"]):
+        return Verdict.drifted("ModelRunner has no per-width helper taking num_draft_tokens")
+    if not callable(getattr(t.module(MR), "get_batch_sizes_to_capture", None)):
+        return Verdict.drifted("model_runner has no get_batch_sizes_to_capture")
+    resolve = getattr(importlib.import_module(ADAPTIVE), "resolve_candidate_steps_from_config", None)
+    if not callable(resolve):
         return Verdict.drifted("adaptive_spec_params has no resolve_candidate_steps_from_config")
-    return Verdict.buggy(f"rows sized for the static width only ({helper}())")
+    with tempfile.TemporaryDirectory() as tmp:
+        config = os.path.join(tmp, "adaptive.json")
+        with open(config, "w") as f:
+            json.dump({"1": {"candidate_steps": PROBE_STEPS}}, f)
+        spec = types.SimpleNamespace(speculative_adaptive=True, speculative_adaptive_config=config,
+                                     speculative_num_draft_tokens=PROBE_STATIC, speculative_num_steps=PROBE_STATIC - 1)
+        runner = _ProbeRunner(spec)
+        widths = [PROBE_STATIC] + [steps + 1 for steps in resolve(config)]
+        rule = max(max(_probe_capture_sizes(runner, w)[0]) * w for w in widths)
+        shipped = _run_unbound(method, runner, spec)
+        if shipped == rule:
+            return Verdict.fixed(f"max_decode_logits_rows sizes {shipped} rows for widths {sorted(set(widths))}, "
+                                 "as the fixed rule does")
+        patched = _cover(shipped, runner, config, _probe_capture_sizes)
+    if patched == rule:
+        return Verdict.buggy(f"max_decode_logits_rows sizes {shipped} rows where widths {sorted(set(widths))} "
+                             f"need {rule}; with the wrapper {patched}")
+    return Verdict.drifted(f"max_decode_logits_rows sizes {shipped} rows, the wrapper would make it {patched}, "
+                           f"the fixed rule needs {rule}")

@@ -5,7 +5,7 @@ pdmux stream-group captures): ``DecodeCudaGraphRunner.capture_one_shape`` takes
 ``on_after_cuda_graph_warmup`` from ``model_runner.attn_backend``, not from the backend the capture runs
 on, so that backend keeps its warmup-upgraded metadata (raw -> full, FlashMLA scheduler metadata) and
 the graph freezes it. Upstream fix: SGLang 0.5.19 (seed 000) reads the hook off the backend
-``capture_prepare`` returned. Affected: 0.5.14 - 0.5.18. Fixed: 0.5.19.
+``capture_prepare`` returned (the probe follows the hook's receiver through the bytecode to its origin). Affected: 0.5.14 - 0.5.18. Fixed: 0.5.19.
 Flag: ``GRAPHFIX_SGLANG_WARMUP_HOOK`` (auto | on | off).
 Wrapper: for one ``capture_one_shape`` call, remember what ``capture_prepare`` returns, and give the two
 consumers of the hook -- ``self.backend.capture_one`` and (0.5.15+) the module-level
@@ -14,13 +14,13 @@ touched; runners overriding ``capture_one_shape`` (EAGLE draft / draft-extend, M
 """
 
 import contextlib
-import dis
 import inspect
 import threading
 
 import wrapt
 
-from graphfix import Patch, Verdict, code_refs
+from graphfix import Patch, Verdict, code_refs, receiver
+from graphfix.probes import lookup_origins
 
 PATCH = Patch(
     id="sglang.warmup_hook",
@@ -71,7 +71,7 @@ def _instance_attrs(obj, **attrs):
 
 @PATCH.wraps(DECODE, "DecodeCudaGraphRunner.capture_one_shape")
 def _hook_from_capture_backend(wrapped, instance, args, kwargs):
-    runner = instance if instance is not None else args[0]  # Class.method(non-instance): args[0]
+    runner = receiver(instance, args)  # Class.method(non-instance): args[0]
     capture, prepare = _Capture(runner), runner.capture_prepare
 
     def recording_prepare(*a, **kw):
@@ -98,29 +98,17 @@ def _autotune_gets_capture_hook(wrapped, instance, args, kwargs):
     return wrapped(*args, **kwargs)
 
 
-def _hook_owners(fn) -> list:
-    """The expression each ``HOOK`` lookup in ``fn`` reads it from, e.g. ``self.model_runner.attn_backend``."""
-    owners, chain = [], []
-    for ins in dis.get_instructions(fn):
-        if ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW", "LOAD_DEREF"):
-            chain = [ins.argval]
-        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain:
-            chain.append(ins.argval)
-        elif ins.opname == "LOAD_CONST" and ins.argval == HOOK:
-            owners.append(".".join(chain))
-        else:
-            chain = []
-    return owners
+FROM_PREPARE, FROM_MODEL_RUNNER = "self.capture_prepare()[]", "self.model_runner.attn_backend"
 
 
 @PATCH.probe
 def probe(t):
     method = t["DecodeCudaGraphRunner.capture_one_shape"]
-    owners = set(_hook_owners(method))
-    if owners == {"attn_backend"}:
-        return Verdict.fixed("capture_one_shape reads the hook off capture_prepare's backend")
-    if owners != {"self.model_runner.attn_backend"}:
-        return Verdict.drifted(f"hook looked up on {sorted(owners) or 'nothing'}")
+    origins = lookup_origins(method, HOOK)  # per lookup of the hook: where its receiver comes from
+    if origins and all(o == {FROM_PREPARE} for o in origins):
+        return Verdict.fixed("capture_one_shape reads the hook off the backend capture_prepare() returned")
+    if not origins or any(o != {FROM_MODEL_RUNNER} for o in origins):
+        return Verdict.drifted(f"hook looked up on {[sorted(o) for o in origins] or 'nothing'}")
     refs = code_refs(method)
     if not {"capture_prepare", "backend", "capture_one"} <= refs:
         return Verdict.drifted("capture_one_shape does not prepare then call backend.capture_one")

@@ -298,6 +298,7 @@ def _describe(obs):
     cases={"decode_prefill_decode": {"case": "serial"}, "pdmux_decode": {"case": "pdmux"},
            "store": {"case": "store"}, "guard_other_thread": {"case": "other_thread"},
            "guard_reentry": {"case": "same_thread"}, "guard_concurrent_start": {"case": "concurrent"}},
+    additions=("guard_other_thread", "guard_reentry", "guard_concurrent_start"),  # upstream has no guard
     fixed=_fixed,
     describe=_describe,
 )

@@ -90,6 +90,7 @@ def _runner(cls, server_args, capture_bs):
 @scenario(
     "sglang.logits_rows",
     cases=GEOMETRIES,
+    controls=("not_adaptive",),
     fixed=lambda obs: "absent" in obs or min(obs["rows"], obs["rows_unbound"]) >= obs["needed"],
     describe=lambda obs: obs.get("absent") or f"buffer {obs['rows']} rows (unbound call "
     f"{obs['rows_unbound']}), graphs need {obs['needed']}",

@@ -160,6 +160,7 @@ def _overrides_untouched():
     "sglang.warmup_hook",
     cases={"adaptive_runner": {"kind": "adaptive"}, "pdmux_stream_group": {"kind": "pdmux"},
            "ordinary_runner": {"kind": "ordinary"}, "draft_runners": {"kind": "overrides"}},
+    controls=("ordinary_runner", "draft_runners"),
     fixed=lambda obs: "hooks" not in obs or set(obs["hooks"].values()) == {obs["captured_on"]},
     describe=lambda obs: (
         "EAGLE/MTP runners' own capture_one_shape " + ("untouched" if obs["overriding_runners_shipped"] else "WRAPPED")
