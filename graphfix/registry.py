@@ -342,8 +342,8 @@ class Registry:
             live.on = False  # every later call of this patch runs as shipped
             self._set(rec, FAILED, f"fell back at call time: the wrapper raised {type(exc).__name__}: {exc}; "
                                    "calls run as shipped from now on")
-        log.warning("%s: graphfix's wrapper raised %s: %s; falling back to %s's shipped behaviour for the rest "
-                    "of this process", rec.patch.id, type(exc).__name__, exc, rec.patch.engine, exc_info=exc)
+        # the state change above is the one WARNING (graphfix.logs); the traceback is for debugging
+        log.debug("%s: traceback of the wrapper failure", rec.patch.id, exc_info=exc)
 
     # -- removal -----------------------------------------------------------------------------
     def _unwrap(self, rec: _Record) -> list[str]:

@@ -22,7 +22,7 @@ import inspect
 import logging
 import types
 
-from graphfix import Patch, Verdict
+from graphfix import Patch, Verdict, receiver
 
 log = logging.getLogger("graphfix")
 PATCH = Patch(
@@ -46,7 +46,7 @@ def ceiling():
 
 @PATCH.wraps(MOD, "VllmConfig._set_cudagraph_sizes")
 def _cap_defaults(wrapped, instance, args, kwargs):
-    config = instance if instance is not None else args[0]  # unbound calls on stand-ins: see ENGINES.md
+    config = receiver(instance, args)
     cc = config.compilation_config
     defaulted = cc.cudagraph_capture_sizes is None and cc.max_cudagraph_capture_size is None
     compile_sizes = list(cc.compile_sizes) if cc.compile_sizes is not None else None

@@ -23,7 +23,7 @@ import contextvars
 import logging
 import sys
 
-from graphfix import Patch, Verdict, code_refs, params
+from graphfix import Patch, Verdict, code_refs, params, receiver
 
 log = logging.getLogger("graphfix")
 PATCH = Patch(
@@ -41,7 +41,7 @@ _runner = contextvars.ContextVar("graphfix_capturing_runner", default=None)
 
 @PATCH.wraps(RUNNER, "GPUModelRunner.capture_model")
 def _publish_runner(wrapped, instance, args, kwargs):
-    token = _runner.set(instance if instance is not None else args[0])
+    token = _runner.set(receiver(instance, args))
     try:
         return wrapped(*args, **kwargs)
     finally:

@@ -19,7 +19,7 @@ on capability family 100 (ceiling 1024) a release that caps its own grid at 512 
 import inspect
 import logging
 
-from graphfix import Patch, Verdict
+from graphfix import Patch, Verdict, receiver
 from vllm_graphfix.cudagraph_sizes import MOD, PROBES, ceiling, default_sizes
 
 log = logging.getLogger("graphfix")
@@ -61,7 +61,7 @@ def _decode_sizes(config, k, pre, top):
 
 @PATCH.wraps(MOD, "VllmConfig._set_cudagraph_sizes")
 def _add_decode_sizes(wrapped, instance, args, kwargs):
-    config = instance if instance is not None else args[0]  # unbound calls on stand-ins: see ENGINES.md
+    config = receiver(instance, args)
     cc = config.compilation_config
     defaulted = cc.cudagraph_capture_sizes is None and cc.max_cudagraph_capture_size is None
     compile_sizes = list(cc.compile_sizes) if cc.compile_sizes is not None else None

@@ -115,11 +115,11 @@ def test_one_report_after_each_successful_capture_and_none_after_a_failed_one(fa
         yield "ctx"
 
     with caplog.at_level(logging.INFO, logger="graphfix"):
-        with cs._capture_on_shared_stream(graph_capture) as ctx:
+        with cs._share_capture_stream(graph_capture, None, (), {}) as ctx:
             assert ctx == "ctx" and cuda.calls == 0  # nothing during the capture itself
         assert cuda.calls == 1 and seen == [stream]
         with pytest.raises(ValueError):
-            with cs._capture_on_shared_stream(graph_capture):
+            with cs._share_capture_stream(graph_capture, None, (), {}):
                 raise ValueError("capture failed")
     assert cuda.calls == 1 and len(lines(caplog)) == 1
     assert not cs._busy  # the shared stream is free again after the failure
