@@ -209,6 +209,12 @@ def _reference(spec):
     import torch
 
     runner, prep = _S["runner"], sys.modules[CG].prepare_inputs_to_capture
+    with torch.inference_mode():
+        _references(spec, runner, prep, torch)
+    _S["records"].clear()
+
+
+def _references(spec, runner, prep, torch):
     for num_reqs, num_tokens, snap, out in _S["records"]:
         _restore(spec, snap, num_reqs, num_tokens)
         md, slots = prep(num_reqs, num_tokens, spec.model_state, runner.input_buffers, spec.block_tables,
@@ -223,7 +229,6 @@ def _reference(spec):
                "hidden_max_abs_diff": float(diff.max().item()), "hidden_rows_differing": int((diff.amax(-1) > 0).sum().item()),
                "draft_tokens_equal": int((ref["tokens"] == out["tokens"]).sum().item()),
                "hidden_abs_mean": float(ref["hidden"].float().abs().mean().item())})
-    _S["records"].clear()
 
 
 def _on_cudagraph_utils(module):
