@@ -52,8 +52,8 @@ def parse_hook(path):
     out = {"capture": None, "draft_prefill": None}
     if cap:
         c = cap[-1]
-        out["capture"] = {k: c.get(k) for k in ("capture_s", "free_delta_gib", "n_graphs", "max_capture_size",
-                                                "cudagraph_mode")}
+        # (free memory is read before vLLM's own empty_cache(): its delta is no graph size; the pool bytes are)
+        out["capture"] = {k: c.get(k) for k in ("capture_s", "n_graphs", "max_capture_size", "cudagraph_mode")}
         out["capture"]["graph_pool_gib"] = round(c["graph_pool_bytes"] / 2**30, 3)
         out["capture"]["n_capture_sizes"] = len(c.get("capture_sizes") or [])
         out["capture"]["widest_target_graph"] = max(c["graphs"].get("target") or [[None]])
@@ -95,7 +95,7 @@ def collect(dirs):
 
 def markdown(runs):
     rows = ["| arrangement | env | outcome | graphs (target / draft prefill / draft decode) | capture s | "
-            "graph memory GiB (free delta; vLLM's line) | KV cache GiB (tokens) | output tok/s | "
+            "graph memory GiB (vLLM's line; allocator graph pool) | KV cache GiB (tokens) | output tok/s | "
             "draft-prefill warm-ups with the descriptor's own metadata | warm-up = fresh-metadata forward | error |",
             "|---|---|---|---|--:|--:|--:|--:|--:|--:|---|"]
     for r in runs.values():
@@ -106,7 +106,7 @@ def markdown(runs):
             r["name"], (r["driver"] or {}).get("env") or "(flags unset)", res.get("outcome", "?"),
             " / ".join(str(n.get(k, "—")) for k in ("target", "draft_prefill", "draft_decode")) if n else "—",
             cap.get("capture_s", "—"),
-            "{} ({})".format(cap.get("free_delta_gib", "—"), (r["captured"] or {}).get("gib", "—")),
+            "{}; {}".format((r["captured"] or {}).get("gib", "—"), cap.get("graph_pool_gib", "—")),
             "{} ({})".format(r["kv_gib"], r["kv_tokens"]), res.get("output_tok_per_s", "—"),
             f"{dp['warmup_qsl_ok']}/{dp['warmups']}" if dp else "—",
             f"{dp['outputs_equal']}/{dp['references']} (max diff {dp['max_abs_diff']})" if dp else "—",
