@@ -9,28 +9,13 @@ set -uo pipefail
 G=$(cd "$(dirname "$0")" && pwd)  # .gpu/bin: scripts, models/, parts.txt; the part pieces are in .gpu/
 OUT=${OUT:-/tmp/gfout}
 PARTS=/tmp/gfparts SITE=/tmp/gfsite GF=/tmp/gfgf BENCH=/tmp/gfbench
-mkdir -p "$OUT" "$PARTS" "$SITE" "$BENCH"
-cp "$G"/sitecustomize.py "$G"/engine_run.py "$BENCH"/ && cp -r "$G"/models "$BENCH"/
-t0=$(date +%s.%N)
-for piece in "$G"/../part-*.tar.xz.*; do [ -e "$piece" ] && cp "$piece" "$PARTS"/; done
-while read -r name n; do
-  have=$(ls "$PARTS"/part-"$name".tar.xz.* 2>/dev/null | wc -l)
-  if [ "$have" -lt "$n" ]; then echo "part $name: $have/$n pieces here"; continue; fi
-  if [ "$name" = p3 ]; then
-    [ -e "$G/../part-p3.tar.xz.0" ] || { [ -d "$GF" ] && continue; }
-    rm -rf "$GF"; mkdir -p "$GF"; dest=$GF
-  else
-    [ -e "$SITE/.done-$name" ] && continue; dest=$SITE
-  fi
-  t=$(date +%s.%N)
-  cat "$PARTS"/part-"$name".tar.xz.* | xz -d -T0 | tar -x -C "$dest" && touch "$SITE/.done-$name"
-  echo "part $name: unpacked in $(awk "BEGIN{print $(date +%s.%N) - $t}") s into $dest ($(du -sh "$dest" | cut -f1))"
-done < "$G/parts.txt"
-echo "stage: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s"
-[ -f "$GF/GRAPHFIX_REV" ] && cat "$GF/GRAPHFIX_REV"
+mkdir -p "$OUT" "$BENCH"
+. "$G/engine_unpack.sh"  # shared with the vLLM benchmark
+cp "$G"/sitecustomize.py "$G"/engine_run.py "$G"/engine_common.py "$BENCH"/ && cp -r "$G"/models "$BENCH"/
+engine_unpack "$G" "$SITE" "$GF" "$PARTS"
 [ "${1:-stage}" = stage ] && exit 0
 shift
-for p in p1 p2 p3; do [ -e "$SITE/.done-$p" ] || { echo "part $p missing: cannot run"; exit 2; }; done
+engine_parts_ready "$SITE" p1 p2 p3 || exit 2
 export PYTHONPATH=$BENCH:$GF:$SITE PYTHONUNBUFFERED=1 TQDM_DISABLE=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python3 -c "import sys, torch, wrapt, triton; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, 'wrapt', wrapt.__version__, 'triton', triton.__version__)"

@@ -5,8 +5,8 @@
         (device) one fresh engine process per arrangement, one after another; logs + JSON into OUT
   python3 engine_run.py engine --models DIR --json FILE   (one engine; what `drive` runs)
 
-The model is a Llama at an 8B-class shape (bf16, hidden 4096, 32 layers, 32/8 heads, intermediate 14336,
-vocab 128256) with dummy weights, and a one-layer EAGLE draft (LlamaForCausalLMEagle); adaptive
+The model is a Llama at an 8B-class shape (../engine_common.py: bf16, hidden 4096, 32 layers, 32/8 heads,
+intermediate 14336, vocab 128256) with dummy weights, and a one-layer EAGLE draft (LlamaForCausalLMEagle); adaptive
 speculative decoding with candidate steps [1, 3, 7]; triton attention; no tokenizer.
 graphfix is *not* imported here: the engine's own plugin loader applies it in the scheduler process.
 Env (per arrangement, set by ``drive`` from NAME:ENV=VAL,...): the GRAPHFIX* flags; BENCH_MAX_BS
@@ -17,31 +17,22 @@ BENCH_MEM_FRACTION (mem_fraction_static, default 0.4).
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 
-LLAMA_8B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16",
-    "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
-    "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
-    "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 128000, "eos_token_id": 128001,
-    "attention_bias": False, "mlp_bias": False, "initializer_range": 0.02,
-}
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_here, os.path.dirname(_here)]  # engine_common.py: beside it on the device, in benchmarks/ here
+from engine_common import drive, write_model  # noqa: E402
+
 ADAPTIVE = {"1": {"candidate_steps": [1, 3, 7]}}
 STEPS, DRAFT_TOKENS = 1, 2  # the static EAGLE shape; adaptive adds widths 2, 4, 8 tokens per request
 MAX_BS = 128  # cuda_graph_max_bs_decode
 
 
 def write_configs(root):
-    for name, extra in (("target", {}), ("draft", {"architectures": ["LlamaForCausalLMEagle"],
-                                                   "num_hidden_layers": 1})):
-        os.makedirs(os.path.join(root, name), exist_ok=True)
-        with open(os.path.join(root, name, "config.json"), "w") as f:
-            json.dump({**LLAMA_8B, **extra}, f, indent=1)
+    write_model(root, "target")
+    write_model(root, "draft", architectures=["LlamaForCausalLMEagle"], num_hidden_layers=1)
     with open(os.path.join(root, "adaptive.json"), "w") as f:
         json.dump(ADAPTIVE, f)
 
@@ -130,54 +121,6 @@ def engine(models, path, n_requests, max_new):
     os._exit(0)  # the driver ends the engine's process group (no shutdown wait)
 
 
-def _wait_gpu_free(limit_s=60):
-    """Until the killed engine's GPU memory is back (the next engine sizes itself from free memory)."""
-    t = time.time()
-    while time.time() - t < limit_s:
-        try:
-            used = int(subprocess.check_output(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                                               text=True).split()[0])
-        except Exception:
-            used = 0
-        if used < 2000:
-            return
-        time.sleep(1)
-
-
-def drive(models, out, arrangements, timeout, n_requests, max_new):
-    summary = []
-    for spec in arrangements:
-        name, _, extra = spec.partition(":")
-        env = dict(os.environ)
-        for kv in filter(None, extra.split(",")):
-            k, _, v = kv.partition("=")
-            env[k] = v
-        env["BENCH_HOOK_OUT"] = os.path.join(out, f"{name}.hook.jsonl")
-        log, js = os.path.join(out, f"{name}.log"), os.path.join(out, f"{name}.json")
-        t = time.time()
-        with open(log, "w") as f:
-            proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "engine", "--models", models,
-                                     "--json", js, "--requests", str(n_requests), "--max-new", str(max_new)],
-                                    stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
-            try:  # the engine's own children (scheduler, detokenizer) live in the session started here
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        row = {"name": name, "env": extra, "rc": rc, "elapsed_s": round(time.time() - t, 1)}
-        if os.path.exists(js):
-            with open(js) as f:
-                row.update({k: v for k, v in json.load(f).items() if k not in ("env",)})
-        summary.append(row)
-        print(f"[bench] {name}: rc={rc} outcome={row.get('outcome')} {row['elapsed_s']} s", flush=True)
-        _wait_gpu_free()
-    with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1, default=str)
-
-
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--write-configs":
         return write_configs(sys.argv[2])
@@ -194,8 +137,8 @@ def main():
     if a.mode == "engine":
         engine(a.models, a.json, a.requests, a.max_new)
     else:
-        os.makedirs(a.out, exist_ok=True)
-        drive(a.models, a.out, a.arrangements, a.timeout, a.requests, a.max_new)
+        drive(__file__, a.out, a.arrangements, a.timeout,
+              ["--models", a.models, "--requests", str(a.requests), "--max-new", str(a.max_new)])
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ import glob
 import json
 import os
 import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from engine_common import error_of, is_graphfix_line  # noqa: E402
 
 CAPTURE_END = re.compile(r"Capture (?P<what>[\w ]+?) (?:CUDA graph|cuda graph) end\. elapsed=(?P<s>[\d.]+) ?s, "
                          r"mem usage=(?P<gb>-?[\d.]+) GB, avail mem=(?P<avail>[\d.]+) GB")
@@ -20,9 +24,6 @@ BUILD_END = re.compile(r"adaptive state build end steps=(\d+)")
 KV = re.compile(r"KV Cache is allocated\. dtype: (?P<dtype>[\w.]+), #tokens: (?P<tokens>\d+), "
                 r"(?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)")
 AVAIL_BEGIN = re.compile(r"Capture [\w ]+? (?:CUDA graph|cuda graph) begin\..*avail mem=(?P<avail>[\d.]+) GB")
-GRAPHFIX = re.compile(r"\bgraphfix\b")
-ERROR = re.compile(r"^(?:\S+ )*?(?P<err>(?:AssertionError|RuntimeError|ValueError|torch\.OutOfMemoryError|"
-                   r"[A-Za-z_.]*Error): .+)$")
 
 
 def parse_log(path):
@@ -47,11 +48,11 @@ def parse_log(path):
         if m:
             size = float(m["kv"]) if m["kv"] else float(m["k"]) + float(m["v"])
             kv.append({"dtype": m["dtype"], "tokens": int(m["tokens"]), "gb": round(size, 2)})
-        if GRAPHFIX.search(line) and "[bench-hook" not in line:
+        if is_graphfix_line(line):
             graphfix.append(line.strip()[:400])
-        m = ERROR.search(line.strip())
-        if m and "Traceback" not in line:
-            errors.append(m["err"][:400])
+        err = error_of(line)
+        if err:
+            errors.append(err)
     top = [c for c in captures if not c["nested_in_adaptive_build"]]
     total = sum(c["mem_gb"] for c in top) + sum(b["mem_gb"] for b in builds)
     return {"captures": captures, "adaptive_builds": builds, "graph_mem_gb_engine": round(total, 2),
