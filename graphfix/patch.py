@@ -141,3 +141,10 @@ class Patch:
     def on_remove(self, fn: Callable[[], None]):
         self._on_remove.append(fn)
         return fn
+
+    def fall_back(self, exc: Exception) -> None:
+        """For graphfix code that runs *inside* the engine's call (a proxy, a lazy mapping), where the
+        registry's guard around the wrapper cannot see it: that code caught ``exc`` from its own work and
+        uses the shipped value instead. Like a guarded wrapper's failure: one WARNING, state ``failed``,
+        and every later call of this patch runs as shipped."""
+        self.registry.fall_back(self.id, exc)

@@ -335,6 +335,11 @@ class Registry:
 
         return graphfix_guard
 
+    def fall_back(self, patch_id: str, exc: Exception) -> None:
+        """graphfix's own code inside an engine call failed and used the shipped value (``Patch.fall_back``)."""
+        rec = self._records[patch_id]
+        self._fell_back(rec, rec.live, exc)
+
     def _fell_back(self, rec: _Record, live, exc: Exception) -> None:
         with self._lock:
             if not live.on:

@@ -40,7 +40,15 @@ class _Capture:
         self.runner, self.backend, self.prepared = runner, None, False
 
     def hook(self, given):
-        return getattr(self.backend, HOOK, None) if self.prepared else given
+        """The capture's own backend's hook; ``given`` (shipped) before capture_prepare ran, or if reading it
+        fails (graphfix's own work inside the engine's call: PATCH.fall_back)."""
+        if not self.prepared:
+            return given
+        try:
+            return getattr(self.backend, HOOK, None)
+        except Exception as exc:  # noqa: BLE001 - e.g. a backend property that raises: keep the shipped hook
+            PATCH.fall_back(exc)
+            return given
 
 
 class _BackendForCapture(wrapt.ObjectProxy):

@@ -41,15 +41,21 @@ class _Fresh:
     the graph (after the warmup returns), whether the release re-reads the mapping for the capture
     (0.22.1) or reuses the warmup's state (0.21.0); PIECEWISE descriptors get one (skip_attn)."""
 
-    def __init__(self, manager, speculator, runner):
-        self._args, self._pending, self._desc, self._forwards = (manager, speculator, runner), {}, {}, {}
+    def __init__(self, shipped, manager, speculator, runner):
+        self._shipped, self._args = shipped, (manager, speculator, runner)
+        self._pending, self._desc, self._forwards = {}, {}, {}
 
     def _prepare(self, desc):
         (manager, spec, runner), mod = self._args, sys.modules[MANAGERS]
-        state = mod.prepare_inputs_to_capture(
-            desc.num_reqs or min(desc.num_tokens, manager.max_num_reqs), desc.num_tokens,
-            spec.model_state, runner.input_buffers, spec.block_tables, runner.attn_groups,
-            spec.kv_cache_config, skip_attn=desc.cg_mode == mod.CUDAGraphMode.PIECEWISE)
+        try:
+            args = (desc.num_reqs or min(desc.num_tokens, manager.max_num_reqs), desc.num_tokens,
+                    spec.model_state, runner.input_buffers, spec.block_tables, runner.attn_groups,
+                    spec.kv_cache_config)
+            skip_attn = desc.cg_mode == mod.CUDAGraphMode.PIECEWISE
+        except Exception as exc:  # noqa: BLE001 - graphfix's own reads: the shipped state, as released
+            PATCH.fall_back(exc)
+            return self._shipped[desc]
+        state = mod.prepare_inputs_to_capture(*args, skip_attn=skip_attn)  # the engine's: errors pass through
         self._desc[id(state[1])] = (desc, state)  # the state is kept: ids stay unique
         return state
 
@@ -78,7 +84,7 @@ def _fresh_metadata(wrapped, instance, args, kwargs):
             log.warning("vllm.eagle_prefill_metadata: draft prefill captured outside "
                         "GPUModelRunner.capture_model; saved target states used as shipped")
             return wrapped(forward_fn, full_cg_attn_states, *rest, **kw)
-        fresh = _Fresh(instance, speculator, runner)
+        fresh = _Fresh(full_cg_attn_states, instance, speculator, runner)
         return wrapped(fresh.forward(forward_fn), fresh, *rest, **kw)
 
     return call(*args, **kwargs)

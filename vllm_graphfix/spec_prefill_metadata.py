@@ -49,24 +49,29 @@ def _publish_runner(wrapped, instance, args, kwargs):
 
 
 class _FreshStates:
-    """Stands in for ``{desc: AttentionStatePair}``: each ``.warmup``/``.captured`` read prepares anew."""
+    """Stands in for ``{desc: AttentionStatePair}``: each ``.warmup``/``.captured`` read prepares anew.
+    If graphfix cannot gather the arguments (an attribute drifted), that read gets the shipped state."""
 
-    def __init__(self, manager, speculator, runner, desc=None):
-        self._args, self._desc = (manager, speculator, runner), desc
+    def __init__(self, shipped, manager, speculator, runner, desc=None):
+        self._shipped, self._args, self._desc = shipped, (manager, speculator, runner), desc
 
     def __getitem__(self, desc):
-        return _FreshStates(*self._args, desc)
+        return _FreshStates(self._shipped, *self._args, desc)
 
-    @property
-    def warmup(self):
+    def _fresh(self, which):
         (manager, spec, runner), desc, mod = self._args, self._desc, sys.modules[MANAGERS]
-        return mod.prepare_inputs_to_capture(
-            desc.num_reqs or min(desc.num_tokens, manager.max_num_reqs), desc.num_tokens,
-            spec.model_state, runner.input_buffers, spec.block_tables, runner.attn_groups,
-            spec.kv_cache_config, skip_attn=desc.cg_mode == mod.CUDAGraphMode.PIECEWISE,
-        )
+        try:
+            args = (desc.num_reqs or min(desc.num_tokens, manager.max_num_reqs), desc.num_tokens,
+                    spec.model_state, runner.input_buffers, spec.block_tables, runner.attn_groups,
+                    spec.kv_cache_config)
+            skip_attn = desc.cg_mode == mod.CUDAGraphMode.PIECEWISE
+        except Exception as exc:  # noqa: BLE001 - graphfix's own reads: the shipped state, as released
+            PATCH.fall_back(exc)
+            return getattr(self._shipped[desc], which)
+        return mod.prepare_inputs_to_capture(*args, skip_attn=skip_attn)  # the engine's: errors pass through
 
-    captured = warmup
+    warmup = property(lambda self: self._fresh("warmup"))
+    captured = property(lambda self: self._fresh("captured"))
 
 
 @PATCH.wraps(MANAGERS, "PrefillSpeculatorCudaGraphManager.capture", optional=True)
@@ -77,7 +82,7 @@ def _fresh_metadata(wrapped, instance, args, kwargs):
             log.warning("vllm.spec_prefill_metadata: draft prefill captured outside "
                         "GPUModelRunner.capture_model; saved target states used as shipped")
             return wrapped(forward_fn, attn_states, *rest, **kw)
-        return wrapped(forward_fn, _FreshStates(instance, speculator, runner), *rest, **kw)
+        return wrapped(forward_fn, _FreshStates(attn_states, instance, speculator, runner), *rest, **kw)
 
     return call(*args, **kwargs)
 

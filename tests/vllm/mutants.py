@@ -23,13 +23,9 @@ def _spec_draft_buffers():
     real = spm._FreshStates
 
     class DraftBuffers(real):
-        @property
-        def warmup(self):
-            (manager, spec, _), desc = self._args, self._desc
-            draft = types.SimpleNamespace(input_buffers=spec.input_buffers, attn_groups=spec.attn_groups)
-            return real(manager, spec, draft, desc).warmup
-
-        captured = warmup
+        def __init__(self, shipped, manager, speculator, runner, desc=None):
+            draft = types.SimpleNamespace(input_buffers=speculator.input_buffers, attn_groups=speculator.attn_groups)
+            super().__init__(shipped, manager, speculator, draft, desc)
 
     spm._FreshStates = DraftBuffers
     return lambda: setattr(spm, "_FreshStates", real)
@@ -41,8 +37,8 @@ def _eagle_draft_buffers():
     real = epm._Fresh
 
     class DraftBuffers(real):
-        def __init__(self, manager, speculator, runner):
-            super().__init__(manager, speculator, types.SimpleNamespace(
+        def __init__(self, shipped, manager, speculator, runner):
+            super().__init__(shipped, manager, speculator, types.SimpleNamespace(
                 input_buffers=speculator.input_buffers, attn_groups=speculator.attn_groups))
 
     epm._Fresh = DraftBuffers
