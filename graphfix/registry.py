@@ -258,7 +258,7 @@ class Registry:
                 kind = DRIFTED if in_range else NOT_AFFECTED
                 self._set(rec, kind, f"{t.module}:{t.qualname} not found in {patch.engine} {version}")
                 return
-            if t.wrapper is not None and current is not None and type(current) is not types.FunctionType:
+            if t.wrapper is not None and current is not None and not _plain_function(current):
                 kind = DRIFTED if in_range else NOT_AFFECTED
                 self._set(rec, kind, f"{t.module}:{t.qualname} is a {_kind(current)}, not a plain function: left alone")
                 return
@@ -488,6 +488,13 @@ def _kind(obj) -> str:
     if isinstance(obj, (staticmethod, classmethod, property)):
         return type(obj).__name__
     return f"{type(obj).__module__}.{type(obj).__qualname__} object"
+
+
+def _plain_function(obj) -> bool:
+    """A plain function, seen through graphfix's own wrappers (two patches may wrap one target)."""
+    while isinstance(obj, wrapt.BaseObjectProxy) and getattr(obj, "_self_graphfix", None):
+        obj = obj.__wrapped__
+    return type(obj) is types.FunctionType
 
 
 def _ours(obj, patch_id: str) -> bool:

@@ -112,7 +112,8 @@ VLLM_SKIP_PREFIXES = ("vllm/vllm-rs", "vllm/third_party/deep_gemm/", "vllm/third
 GRAPHFIX_PACKAGES = ("graphfix", "vllm_graphfix", "sglang_graphfix")
 GRAPHFIX_METADATA = ("setup.cfg", "pyproject.toml", "setup.py", "MANIFEST.in")
 GRAPHFIX_DOCS = ("README.md", "LICENSE")  # copied for the build when present, not hashed
-GRAPHFIX_KEEP = 5  # graphfix-<hash> directories kept in the cache
+GRAPHFIX_KEEP = 5  # graphfix-<hash> directories kept in the cache ...
+GRAPHFIX_IN_USE_S = 2 * 3600  # ... and any built or used within this many seconds
 
 # Entry-point groups through which each engine finds plugins.
 PLUGIN_GROUPS = {"sglang": "sglang.srt.plugins", "vllm": "vllm.general_plugins"}
@@ -318,6 +319,8 @@ def ensure_graphfix(repo: Path | str | None = None, *, python: Path | None = Non
     if not _is_built(dest, digest):
         _materialize(cache, dest.name, digest, build)
         _prune_graphfix(cache, keep=dest)
+    else:
+        os.utime(dest)  # in use: pruning spares copies used lately (test runs of other checkouts)
     return dest
 
 
@@ -451,8 +454,10 @@ def _graphfix_sources(repo: Path) -> tuple[str, list]:
 def _prune_graphfix(cache: Path, keep: Path) -> None:
     dirs = sorted((d for d in cache.glob("graphfix-*") if d != keep and d.is_dir()),
                   key=lambda d: d.stat().st_mtime, reverse=True)
+    stale = time.time() - GRAPHFIX_IN_USE_S
     for d in dirs[GRAPHFIX_KEEP - 1:]:
-        shutil.rmtree(d, ignore_errors=True)
+        if d.stat().st_mtime < stale:  # another checkout's test run may still be importing it
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _pip(python: Path, *args) -> None:

@@ -66,7 +66,9 @@ def test_verify_prints_one_line_per_patch_and_details_with_v(engine, version):
     assert sorted(line.split(" ")[0] for line in lines) == sorted(p.id for p in patches), proc.stdout
     for patch in patches:
         (line,) = [line for line in lines if line.startswith(patch.id + " ")]
-        if patch.specifier.contains(version):
+        if patch.specifier.contains(version) and patch.default == "off":  # opt-in: off unless its flag is on
+            assert " disabled " in line and "opt-in" in line, line
+        elif patch.specifier.contains(version):
             assert " applied " in line and " FIXED " in line and "\u2192" in line, line
     assert "before:" not in proc.stdout
     detailed = verify(engine, version, "-v")

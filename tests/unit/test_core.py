@@ -714,3 +714,18 @@ def test_a_negative_answer_while_another_module_is_mid_import_is_not_final(engin
     importlib.import_module(outer)  # the target's hook fires while `outer` is half-imported
     assert eng.state().state == "applied", eng.state().reason
     assert eng.imported().Runner().size(3) == 12
+
+
+def test_two_patches_may_wrap_one_target(engine):
+    """graphfix's own wrapper on a target is not a 'target of another kind' for a second patch on it."""
+    eng = engine()
+    eng.patch()
+    second = Patch(id=f"{eng.dist}.plus_one", engine=eng.dist, affected=">=1.0,<2", fixed_in="2.0",
+                   upstream="test", summary="adds one", registry=eng.registry)
+    second.wraps(eng.module, "Runner.size")(lambda wrapped, instance, args, kwargs: wrapped(*args, **kwargs) + 1)
+    second.probe(lambda t: Verdict.buggy("stacked"))
+    mod = eng.imported()
+    eng.registry.apply(eng.dist)
+    states = {r.id: r.state for r in eng.registry.status(eng.dist)}
+    assert set(states.values()) == {"applied"}, states
+    assert mod.Runner().size(3) == 13  # (3 * 2) * 2 + 1: both wrappers act
