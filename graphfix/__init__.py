@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from . import logs
 from .flags import FlagError, flag_name
-from .patch import Patch, Refusal, Targets, Verdict, receiver
+from .patch import Patch, Refusal, Targets, Verdict, receiver, wrapped_by
 from .probes import attr_reads, code_refs, params
 from .registry import REGISTRY, STATES, PatchStatus
 
 __all__ = [
     "FlagError", "Patch", "PatchStatus", "Refusal", "STATES", "Targets", "Verdict",
-    "apply", "attr_reads", "code_refs", "flag_name", "params", "receiver", "remove", "status",
+    "apply", "attr_reads", "code_refs", "flag_name", "params", "receiver", "remove", "status", "wrapped_by",
 ]
 __version__ = "0.1.0"
 

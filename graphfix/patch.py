@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 import sys
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
+import wrapt
 from packaging.specifiers import SpecifierSet
 
 from .flags import flag_name
@@ -51,22 +51,25 @@ class Target:
 
 
 def lookup(module: str, qualname: str):
-    """The object at ``module:qualname`` as stored (class attributes read from the defining
-    class's ``__dict__``, so methods come back as plain functions), or ``None`` if absent."""
-    obj = sys.modules[module]
-    for part in qualname.split("."):
-        if inspect.isclass(obj):
-            for klass in inspect.getmro(obj):
-                if part in vars(klass):
-                    obj = vars(klass)[part]
-                    break
-            else:
-                return None
-        else:
-            obj = getattr(obj, part, None)
-            if obj is None:
-                return None
-    return obj
+    """The object at ``module:qualname`` as stored (wrapt's own path resolution: class attributes read from
+    the defining class's ``__dict__``, so methods come back as plain functions), or ``None`` if absent."""
+    try:
+        return wrapt.resolve_path(sys.modules[module], qualname)[2]
+    except wrapt.PathResolutionError:
+        return None
+
+
+MARK = "_self_graphfix"  # set on every wrapper graphfix installs: the patch id
+
+
+def wrapped_by(obj, patch_id: str | None = None) -> bool:
+    """Whether ``obj`` is, or wraps somewhere inside, a wrapper graphfix installed (for ``patch_id``,
+    or for any patch when it is ``None``)."""
+    def ours(w):
+        mark = getattr(w, MARK, None)
+        return mark is not None and patch_id in (None, mark)
+
+    return obj is not None and wrapt.find_wrapper(obj, predicate=ours) is not None
 
 
 def receiver(instance, args):

@@ -17,7 +17,7 @@ import wrapt
 from packaging.version import InvalidVersion, Version
 
 from . import flags, logs
-from .patch import BUGGY, FIXED, UNAFFECTED, Patch, Refusal, Targets, Verdict, lookup
+from .patch import BUGGY, FIXED, MARK, UNAFFECTED, Patch, Refusal, Targets, Verdict, lookup, wrapped_by
 
 log = logging.getLogger("graphfix")
 
@@ -249,7 +249,7 @@ class Registry:
         originals = {}
         for t in patch.targets:
             current = lookup(t.module, t.qualname)
-            if current is not None and _ours(current, patch.id):
+            if current is not None and wrapped_by(current, patch.id):
                 self._set(rec, APPLIED, "already wrapped in this process (inherited or loaded twice)")
                 return
             if current is None and not t.optional:
@@ -290,7 +290,7 @@ class Registry:
             for t in patch.targets:
                 if t.wrapper is not None and originals[t.qualname] is not None:
                     handle = wrapt.wrap_function_wrapper(t.module, t.qualname, self._guard(rec, t.wrapper))
-                    handle._self_graphfix = patch.id  # recognised by any registry in this process
+                    setattr(handle, MARK, patch.id)  # recognised by any registry in this process
                     rec.handles.append((t.module, t.qualname, handle))
         except Exception as exc:  # noqa: BLE001 - leave the engine as shipped
             rec.live.on = False  # a wrapper that could not be taken out again passes every call through
@@ -492,13 +492,9 @@ def _kind(obj) -> str:
 
 def _plain_function(obj) -> bool:
     """A plain function, seen through graphfix's own wrappers (two patches may wrap one target)."""
-    while isinstance(obj, wrapt.BaseObjectProxy) and getattr(obj, "_self_graphfix", None):
+    while isinstance(obj, wrapt.BaseObjectProxy) and getattr(obj, MARK, None):
         obj = obj.__wrapped__
     return type(obj) is types.FunctionType
-
-
-def _ours(obj, patch_id: str) -> bool:
-    return wrapt.find_wrapper(obj, predicate=lambda w: getattr(w, "_self_graphfix", None) == patch_id) is not None
 
 
 REGISTRY = Registry()

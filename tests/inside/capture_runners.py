@@ -13,7 +13,7 @@ import importlib
 import json
 import pkgutil
 
-import wrapt
+from graphfix import wrapped_by
 
 from sglang.srt.plugins import load_plugins
 
@@ -37,6 +37,6 @@ for info in pkgutil.iter_modules(spec.__path__, spec.__name__ + "."):
             runners[f"{info.name.rsplit('.', 1)[1]}.{name}"] = f"{owner.__module__}.{owner.__qualname__}"
 # the graph_capture that the inherited capture() reads at call time (its module's global)
 seen = base.capture.__globals__["graph_capture"]
-wrapped = wrapt.find_wrapper(seen, predicate=lambda w: getattr(w, "_self_graphfix", None) == "sglang.capture_stream") is not None
+wrapped = wrapped_by(seen, "sglang.capture_stream")
 print(json.dumps({"runners": runners, "import_failed": failed,
                   "decode_graph_capture_wrapped_by_graphfix": wrapped}))

@@ -9,7 +9,6 @@ import json
 import sys
 import types
 
-import wrapt
 
 engine = sys.argv[1]
 if "--no-loader" not in sys.argv:
@@ -23,7 +22,7 @@ if "--no-loader" not in sys.argv:
         load_general_plugins()
 
 import graphfix  # noqa: E402  (after the loader: the loader must be what applies the patches)
-from graphfix.patch import lookup  # noqa: E402
+from graphfix.patch import lookup, wrapped_by  # noqa: E402
 from graphfix.registry import REGISTRY  # noqa: E402
 
 out = {}
@@ -40,7 +39,7 @@ for patch in patches:
         obj = lookup(t.module, t.qualname) if t.module in sys.modules else None
         if obj is None:
             kind = "absent"
-        elif wrapt.find_wrapper(obj, predicate=lambda w: getattr(w, "_self_graphfix", None) == patch.id):
+        elif wrapped_by(obj, patch.id):
             kind = "graphfix"
         elif isinstance(obj, (types.FunctionType, staticmethod, classmethod, type)):
             kind = "shipped"

@@ -29,7 +29,6 @@ import json
 import os
 import sys
 
-import wrapt
 
 FLAGS = ("GRAPHFIX", "GRAPHFIX_VLLM_CUDAGRAPH_SIZES", "GRAPHFIX_VLLM_SPEC_PREFILL_METADATA", "VLLM_PLUGINS",
          "GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES", "GRAPHFIX_VLLM_EAGLE_PREFILL_METADATA",
@@ -40,19 +39,20 @@ import vllm.plugins  # noqa: E402
 
 
 def targets():
-    from graphfix.patch import lookup
+    from graphfix.patch import lookup, wrapped_by
     from graphfix.registry import REGISTRY
 
     for patch in REGISTRY.load("vllm"):
         for t in patch.targets:
             obj = lookup(t.module, t.qualname) if t.module in sys.modules else None
-            ours = obj is not None and wrapt.find_wrapper(
-                obj, predicate=lambda w: getattr(w, "_self_graphfix", None) == patch.id) is not None
+            ours = wrapped_by(obj, patch.id)
             yield patch.id, f"{t.module}:{t.qualname}", obj, ours
 
 
 def unwrapped(obj):
-    while getattr(obj, "_self_graphfix", None):
+    from graphfix.patch import MARK
+
+    while getattr(obj, MARK, None):
         obj = obj.__wrapped__
     return obj
 
