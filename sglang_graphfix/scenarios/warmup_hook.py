@@ -16,7 +16,7 @@ import importlib
 import inspect
 from types import SimpleNamespace
 
-from graphfix.scenarios import scenario
+from graphfix.scenarios import replaced, scenario
 from sglang_graphfix.scenarios.single_rank import CpuDevice, single_rank_process
 
 RUNNER = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
@@ -138,13 +138,11 @@ def _autotune_runs_forward(log):
         log.consumer, log.hooks["autotune"] = "autotune", None
         forward_fn()  # the helper's own wrapper: forward, then the post-warmup hook it was given
 
-    saved = {n: getattr(autotune, n) for n in ("should_run_flashinfer_autotune", "run_flashinfer_autotune_forward")}
-    autotune.should_run_flashinfer_autotune = lambda *args, **kwargs: True
-    autotune.run_flashinfer_autotune_forward = run_forward
-    try:
+    # engine globals, because the helper insists: it decides with torch.cuda.get_device_capability() (a GPU)
+    # and tunes through flashinfer, and takes neither as an argument
+    with replaced(autotune, should_run_flashinfer_autotune=lambda *args, **kwargs: True,
+                  run_flashinfer_autotune_forward=run_forward):
         yield
-    finally:
-        vars(autotune).update(saved)
 
 
 def _overrides_untouched():
