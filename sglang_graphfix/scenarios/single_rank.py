@@ -8,6 +8,8 @@ unchanged -- including its "no stream given -> make one" branch -- and torch its
 import contextlib
 import importlib
 
+from graphfix.scenarios import replaced
+
 PS = "sglang.srt.distributed.parallel_state"
 GROUPS = ("_WORLD", "_TP", "_PP", "_ATTN_TP", "_ATTN_CP", "_DCP", "_MOE_DP", "_MOE_EP", "_MOE_TP")
 
@@ -60,7 +62,7 @@ def set_parallel_groups(groups) -> dict:
     The one engine global this helper sets, because the engine insists: the module-level ``graph_capture()``
     the runners call, and ``get_tp_group()``/``get_pp_group()`` (also called by graphfix's capture_stream
     wrapper), take no group argument and read ``parallel_state._TP``, ``_PP``, ...; releases before 0.5.23
-    keep the groups nowhere else. Use :func:`parallel_groups`, which restores them."""
+    keep the groups nowhere else. Scenarios use :func:`parallel_groups`, which restores them."""
     ps = importlib.import_module(PS)
     values = groups if isinstance(groups, dict) else {n: groups for n in GROUPS if hasattr(ps, n)}
     previous = {name: getattr(ps, name) for name in values}
@@ -71,12 +73,10 @@ def set_parallel_groups(groups) -> dict:
 
 @contextlib.contextmanager
 def parallel_groups(group):
-    """``group`` as every parallel group for the block (see :func:`set_parallel_groups`), restored on exit."""
-    previous = set_parallel_groups(group)
-    try:
+    """``group`` as every parallel group for the block (why: :func:`set_parallel_groups`), restored on exit."""
+    ps = importlib.import_module(PS)
+    with replaced(ps, **{name: group for name in GROUPS if hasattr(ps, name)}):
         yield group
-    finally:
-        set_parallel_groups(previous)
 
 
 @contextlib.contextmanager
