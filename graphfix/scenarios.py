@@ -7,6 +7,7 @@ A scenario module (``<engine>_graphfix/scenarios/<name>.py``) registers one func
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import traceback
 from dataclasses import dataclass, field
@@ -53,6 +54,26 @@ def scenario(patch_id: str, cases=None, fixed=None, describe=None, controls=(), 
         return fn
 
     return deco
+
+
+@contextlib.contextmanager
+def replaced(target, **values):
+    """``target``'s attributes (a module's globals) set to ``values`` for the block; on exit each is put
+    back, or removed where ``target`` had none of its own. The one way a scenario may change a global it
+    does not own, and only where the engine's code reads it without taking it as an argument: each use
+    says which global and why."""
+    missing = object()
+    saved = {name: vars(target).get(name, missing) for name in values}
+    try:
+        for name, value in values.items():
+            setattr(target, name, value)
+        yield target
+    finally:
+        for name, old in saved.items():
+            if old is not missing:
+                setattr(target, name, old)
+            elif name in vars(target):
+                delattr(target, name)
 
 
 def load(engine: str) -> dict[str, Scenario]:

@@ -11,7 +11,7 @@ replay) and ``runner_utils.pool``. For the warmup-hook test also ``capture_one_s
 
 What is a stand-in: the model runner (a namespace with the attributes these methods read), the
 tensor/pipeline-parallel group (a ``GroupCoordinator`` of world size 1 with no communicators,
-built without ``torch.distributed``), the model (a toy bf16 MLP), and SGLang's compiled
+built by ``sglang_graphfix/scenarios/single_rank.py``), the model (a toy bf16 MLP), and SGLang's compiled
 dependencies where they are not installed (:func:`install_standins`).
 """
 
@@ -24,13 +24,14 @@ import os
 from types import SimpleNamespace
 
 from harness import standins
+from sglang_graphfix.scenarios.single_rank import GROUPS as PARALLEL_GROUPS  # noqa: F401 - re-exported
+from sglang_graphfix.scenarios.single_rank import set_parallel_groups, single_rank_group  # noqa: F401 - one builder
 
 SGLANG_PATCH_IDS = ("sglang.graph_pool", "sglang.capture_stream", "sglang.warmup_hook", "sglang.logits_rows")
 
 RUNNER = "sglang.srt.model_executor.runner"
 BACKEND = "sglang.srt.model_executor.runner_backend"
 PARALLEL_STATE = "sglang.srt.distributed.parallel_state"
-PARALLEL_GROUPS = ("_WORLD", "_TP", "_PP", "_ATTN_TP", "_ATTN_CP", "_DCP", "_MOE_DP", "_MOE_EP", "_MOE_TP")
 STANDIN_ROOTS = ("sgl_kernel", "xgrammar")  # SGLang's compiled dependencies imported at module level
 
 
@@ -95,42 +96,6 @@ def install_standins(force=False) -> dict:
     done = standins.install_missing(STANDIN_ROOTS, force=force)
     done["register_fake"] = standins.tolerant_register_fake()
     return done
-
-
-def single_rank_group(device, device_module, unique_name="graphfix_single_rank"):
-    """One real ``GroupCoordinator`` of world size 1 without communicators, built without
-    ``torch.distributed``, so the release's own ``graph_capture()`` runs unchanged (including its
-    "no stream given -> create a new one" branch, which uses ``device_module.Stream``)."""
-    ps = importlib.import_module(PARALLEL_STATE)
-    group = object.__new__(ps.GroupCoordinator)
-    attrs = dict(
-        unique_name=unique_name, rank=0, ranks=[0], world_size=1, local_rank=0,
-        rank_in_group=0, local_size=1, device=device, device_module=device_module,
-        ca_comm=None, qr_comm=None, pynccl_comm=None, pymscclpp_comm=None, torch_symm_mem_comm=None,
-        mq_broadcaster=None, hpu_communicator=None, xpu_communicator=None, npu_communicator=None,
-        use_pynccl=False, use_custom_allreduce=False, use_message_queue_broadcaster=False,
-        cpu_group=None, device_group=None,
-    )
-    for name, value in attrs.items():
-        try:
-            setattr(group, name, value)
-        except AttributeError:  # a read-only property in this release
-            pass
-    group.barrier = lambda *a, **k: None
-    return group
-
-
-def set_parallel_groups(groups) -> dict:
-    """Set every parallel-group global of ``parallel_state`` this release has: each to ``groups``
-    (one group), or by name from a dict (what an earlier call returned, to restore). One process,
-    one rank: every group is the same one (``graph_capture()`` enters each distinct group once, so
-    aliases add nothing); the pdmux prefill group stays unset, as without pdmux."""
-    ps = importlib.import_module(PARALLEL_STATE)
-    values = groups if isinstance(groups, dict) else {n: groups for n in PARALLEL_GROUPS if hasattr(ps, n)}
-    previous = {name: getattr(ps, name) for name in values}
-    for name, value in values.items():
-        setattr(ps, name, value)
-    return previous
 
 
 def install_single_rank_groups():

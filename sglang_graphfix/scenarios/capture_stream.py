@@ -4,11 +4,11 @@ Real: ``DecodeCudaGraphRunner.capture`` and ``PrefillCudaGraphRunner.capture`` (
 the module-level ``graph_capture`` of ``parallel_state`` and ``GroupCoordinator.graph_capture`` -- which
 makes a new stream when none is passed -- and, where the release has them, the runtime-context stream
 store and ``get_or_create_global_graph_capture_stream`` (0.5.19+).
-Stand-ins: a single-rank ``GroupCoordinator`` (built without ``torch.distributed``) whose device
-module is a CPU stand-in of ``torch.cuda`` (``Stream``, ``stream()``), ``torch.cuda.Stream`` itself for
-the scenario's duration, the runners' constructors (attributes set by hand), their ``warmup``, their
-``freeze_gc`` (a full ``gc.collect()``) and per-shape loop (``_capture_one_stream``: records the
-runner's stream), and a graph backend whose ``capture_session`` records the stream it is given.
+Stand-ins (local objects; no attribute of torch or SGLang is replaced): a single-rank ``GroupCoordinator``
+whose device module is a CPU stand-in of ``torch.cuda`` (``single_rank.py``; the published ``ServerArgs``
+say ``device="cpu"``, so 0.5.19's store makes a CPU stream), the runners' constructors (attributes set by
+hand), their ``warmup`` and per-shape loop (``_capture_one_stream``: records the runner's stream), and a
+graph backend whose ``capture_session`` records the stream it is given.
 Streams are reported as ``s0``, ``s1``, ... in order of first appearance (``pdmux0``/``pdmux1`` for the
 pdmux stream groups' own streams); ``None`` means ``graph_capture`` was given no stream.
 Cases ``guard_*`` check what graphfix adds beyond upstream (0.5.19 has no such guard): a capture that
@@ -16,86 +16,17 @@ starts while another one holds the shared stream is refused.
 """
 
 import contextlib
+import gc
 import importlib
-import sys
 import threading
 import time
 from types import SimpleNamespace
 
 from graphfix.scenarios import scenario
+from sglang_graphfix.scenarios.single_rank import CpuStream, single_rank_process
 
-PS = "sglang.srt.distributed.parallel_state"
 RUNNERS = "sglang.srt.model_executor.runner."
-GROUPS = ("_WORLD", "_TP", "_PP", "_ATTN_TP", "_ATTN_CP", "_DCP", "_MOE_DP", "_MOE_EP", "_MOE_TP")
 STORE_NAME = "cuda_graph_capture"
-
-
-class FakeStream:
-    """CPU stand-in for ``torch.cuda.Stream``."""
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def wait_stream(self, other):
-        pass
-
-
-class FakeDeviceModule:
-    """The parts of ``torch.cuda`` that ``GroupCoordinator.graph_capture`` and the runners use."""
-
-    Stream = FakeStream
-
-    @staticmethod
-    def stream(stream):
-        return contextlib.nullcontext()
-
-    @staticmethod
-    def is_current_stream_capturing():
-        return False
-
-
-@contextlib.contextmanager
-def single_rank_process(publish=True):
-    """One real ``GroupCoordinator`` of world size 1 as every parallel group, ``torch.cuda.Stream``
-    stubbed, and a dummy ``ServerArgs`` published where the release can; all restored on exit."""
-    import torch
-
-    ps = importlib.import_module(PS)
-    group = object.__new__(ps.GroupCoordinator)
-    for name, value in dict(
-        unique_name="graphfix_cpu", rank=0, ranks=[0], world_size=1, local_rank=0, rank_in_group=0,
-        local_size=1, device=torch.device("cpu"), device_module=FakeDeviceModule, ca_comm=None,
-        qr_comm=None, pynccl_comm=None, pymscclpp_comm=None, torch_symm_mem_comm=None,
-        mq_broadcaster=None, use_pynccl=False, use_custom_allreduce=False, cpu_group=None,
-        device_group=None,
-    ).items():
-        try:
-            setattr(group, name, value)
-        except AttributeError:  # a read-only property in this release
-            pass
-    saved_groups = {name: getattr(ps, name) for name in GROUPS if hasattr(ps, name)}
-    saved_stream = torch.cuda.Stream
-    for name in saved_groups:
-        setattr(ps, name, group)
-    torch.cuda.Stream = FakeStream
-    rc = importlib.import_module("sglang.srt.runtime_context")
-    override, stack = None, contextlib.ExitStack()
-    if publish and hasattr(rc.get_context(), "override_server_args"):
-        override = rc.get_context().override_server_args(enable_cudagraph_gc=True)
-        override.install()
-    try:
-        with stack:
-            if "tp_group" in dir(type(rc.get_parallel())):  # 0.5.23: groups live in the context
-                stack.enter_context(rc.get_parallel().override(
-                    tp_group=group, pp_group=group, tp_size=1, pp_size=1, tp_rank=0, pp_rank=0,
-                    moe_ep_size=1, moe_tp_size=1, attn_tp_size=1, attn_dp_size=1, attn_cp_size=1))
-            yield group
-    finally:
-        if override is not None:
-            override.restore()
-        torch.cuda.Stream = saved_stream
-        for name, value in saved_groups.items():
-            setattr(ps, name, value)
 
 
 class _Recorder:
@@ -181,27 +112,30 @@ def _capture(kind, rec, **kwargs):
 
 def _kept_in(rec):
     """Where the stream the captures shared lives after them: 0.5.19 keeps it in the runtime-context
-    store; graphfix does too where the release has one, and holds it itself where not."""
+    store; graphfix does too where the release has one. Where it is not in a store but the next capture
+    pass gets it again, graphfix holds it (no release without a store keeps one)."""
     rc = importlib.import_module("sglang.srt.runtime_context")
     if hasattr(rc, "get_resources") and rc.get_resources().streams.get(STORE_NAME) is not None:
         return f"runtime_context:{rec.label(rc.get_resources().streams[STORE_NAME])}"
-    held = getattr(sys.modules.get("sglang_graphfix.capture_stream"), "_held", {})
-    return f"graphfix:{rec.label(next(iter(held.values())))}" if held else "nowhere"
+    shared = rec.captures[-1].get("capture_session")
+    _capture("decode", rec)
+    return f"graphfix:{shared}" if rec.captures[-1].get("capture_session") == shared else "nowhere"
 
 
 @contextlib.contextmanager
-def _no_gc_freeze():
-    """The runners' ``freeze_gc`` runs ``gc.collect()`` (~0.5 s with SGLang loaded) per capture pass;
-    it has nothing to do with streams, so the scenario swaps it for a no-op."""
-    modules = [importlib.import_module(RUNNERS + m) for m in ("decode_cuda_graph_runner", "prefill_cuda_graph_runner")]
-    saved = [m.freeze_gc for m in modules]
-    for m in modules:
-        m.freeze_gc = lambda *args, **kwargs: contextlib.nullcontext()
+def _cheap_gc():
+    """The runners' ``freeze_gc`` runs a full ``gc.collect()`` per capture pass (~0.8 s with SGLang loaded,
+    nothing to do with streams). Freezing the objects that exist before the scenario -- what SGLang's own
+    ``freeze_gc`` does during capture -- makes those collections cheap; unfrozen on exit (left alone
+    where something else froze objects already). Nothing of the engine is replaced."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
     try:
         yield
     finally:
-        for m, fn in zip(modules, saved):
-            m.freeze_gc = fn
+        gc.unfreeze()
 
 
 @contextlib.contextmanager
@@ -303,8 +237,8 @@ def _describe(obs):
     describe=_describe,
 )
 def observe(case):
-    rec = _Recorder([FakeStream(), FakeStream()] if case == "pdmux" else ())
-    with single_rank_process() as group, _clean_store(), _no_gc_freeze():
+    rec = _Recorder([CpuStream(), CpuStream()] if case == "pdmux" else ())
+    with single_rank_process(enable_cudagraph_gc=True) as group, _clean_store(), _cheap_gc():
         _spy_on_group(group, rec)
         if case == "serial":
             for kind in ("decode", "prefill", "decode"):

@@ -9,7 +9,7 @@ import importlib
 import sys
 import types
 
-from graphfix.scenarios import scenario
+from graphfix.scenarios import replaced, scenario
 
 PKG = "sglang.srt.model_executor."
 # (role, backend module, class) in the order a scheduler process builds them
@@ -38,17 +38,17 @@ def _acquire(module, cls, device):
         seen.append(pool)
         raise _Acquired
 
-    saved, module.set_graph_pool_id = module.set_graph_pool_id, stop
+    # an engine global, because the backends insist: they call set_graph_pool_id right after acquiring the
+    # pool and then compile or capture on a GPU; it is the one place to stop them on CPU
     try:
-        if cls.__name__.startswith("TcPiecewise"):
-            cls._run_compile_pass(backend, runner)
-        else:
-            with cls.capture_session(backend, None):
-                pass
+        with replaced(module, set_graph_pool_id=stop):
+            if cls.__name__.startswith("TcPiecewise"):
+                cls._run_compile_pass(backend, runner)
+            else:
+                with cls.capture_session(backend, None):
+                    pass
     except _Acquired:
         pass
-    finally:
-        module.set_graph_pool_id = saved
     return seen[0] if seen else None
 
 

@@ -17,7 +17,7 @@ import os
 import tempfile
 import types
 
-from graphfix.scenarios import scenario
+from graphfix.scenarios import replaced, scenario
 
 MR = "sglang.srt.model_executor.model_runner"
 ALIGN = 8
@@ -106,13 +106,14 @@ def observe(capture_bs, candidate_steps, num_steps, adaptive=True):
         speculative_num_draft_tokens=num_steps + 1, speculative_adaptive=adaptive,
         speculative_adaptive_config=cfg.name,
     ))
-    shipped_filter = mr.get_batch_sizes_to_capture
-    mr.get_batch_sizes_to_capture = lambda runner, width, **_: (_aligned(runner.cuda_graph_bs, width), [])
+    # an engine global, because the method insists: it calls the module's get_batch_sizes_to_capture, which
+    # reads the server's capture settings and the GPU; upstream's own CPU test replaces it the same way
+    aligned = lambda runner, width, **_: (_aligned(runner.cuda_graph_bs, width), [])  # noqa: E731
     try:
-        bound = _runner(mr.ModelRunner, server_args, capture_bs).max_decode_logits_rows()
-        unbound = mr.ModelRunner.max_decode_logits_rows(_runner(_NotAModelRunner, server_args, capture_bs))
+        with replaced(mr, get_batch_sizes_to_capture=aligned):
+            bound = _runner(mr.ModelRunner, server_args, capture_bs).max_decode_logits_rows()
+            unbound = mr.ModelRunner.max_decode_logits_rows(_runner(_NotAModelRunner, server_args, capture_bs))
     finally:
-        mr.get_batch_sizes_to_capture = shipped_filter
         restore()
         os.unlink(cfg.name)
     return {"rows": bound, "rows_unbound": unbound,

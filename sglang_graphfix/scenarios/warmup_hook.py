@@ -16,8 +16,8 @@ import importlib
 import inspect
 from types import SimpleNamespace
 
-from graphfix.scenarios import scenario
-from sglang_graphfix.scenarios.capture_stream import FakeDeviceModule, single_rank_process
+from graphfix.scenarios import replaced, scenario
+from sglang_graphfix.scenarios.single_rank import CpuDevice, single_rank_process
 
 RUNNER = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
 AUTOTUNE = "sglang.srt.model_executor.runner.flashinfer_autotune"
@@ -92,7 +92,7 @@ def _runner(mod, model_runner, attn_backend, log, pdmux):
     registry_mod = importlib.import_module("sglang.srt.model_executor.cuda_graph_buffer_registry")
     runner = object.__new__(mod.DecodeCudaGraphRunner)  # its __init__ needs a real model
     values = dict(
-        model_runner=model_runner, attn_backend=attn_backend, device="cpu", device_module=FakeDeviceModule,
+        model_runner=model_runner, attn_backend=attn_backend, device="cpu", device_module=CpuDevice,
         tp_size=1, dp_size=1, pp_size=1, attn_tp_size=1, attn_tp_rank=0, enable_pdmux=pdmux,
         tbo_plugin=SimpleNamespace(capture_one_batch_size=lambda *a, **k: None),
         deepep_adapter=SimpleNamespace(capture=lambda *a, **k: None),
@@ -138,13 +138,11 @@ def _autotune_runs_forward(log):
         log.consumer, log.hooks["autotune"] = "autotune", None
         forward_fn()  # the helper's own wrapper: forward, then the post-warmup hook it was given
 
-    saved = {n: getattr(autotune, n) for n in ("should_run_flashinfer_autotune", "run_flashinfer_autotune_forward")}
-    autotune.should_run_flashinfer_autotune = lambda *args, **kwargs: True
-    autotune.run_flashinfer_autotune_forward = run_forward
-    try:
+    # engine globals, because the helper insists: it decides with torch.cuda.get_device_capability() (a GPU)
+    # and tunes through flashinfer, and takes neither as an argument
+    with replaced(autotune, should_run_flashinfer_autotune=lambda *args, **kwargs: True,
+                  run_flashinfer_autotune_forward=run_forward):
         yield
-    finally:
-        vars(autotune).update(saved)
 
 
 def _overrides_untouched():
@@ -190,7 +188,7 @@ def observe(kind):
         log.seen.setdefault("forward_context", forward_context.get_attn_backend().role)
         log.seen.setdefault("model_runner_attn_backend", model_runner.attn_backend.role)
 
-    with single_rank_process(), _autotune_runs_forward(log):
+    with single_rank_process(enable_cudagraph_gc=True), _autotune_runs_forward(log):
         runner = _runner(mod, model_runner, local, log, pdmux=kind == "pdmux")
         before = dict(vars(runner))
         runner.capture_one_shape(BS, forward, 1 if kind == "pdmux" else None)

@@ -132,6 +132,11 @@ previous = P.set_parallel_groups(group)
 out["groups"] = [ps.get_tp_group() is group, ps.get_pp_group() is group, ps.get_world_group() is group]
 P.set_parallel_groups(previous)
 out["restored"] = ps._TP is previous["_TP"]
+from sglang_graphfix.scenarios.single_rank import single_rank_process  # the scenarios' CPU process
+shipped_stream = torch.cuda.Stream
+with single_rank_process(enable_cudagraph_gc=True) as cpu_group:
+    out["process_groups"] = [ps.get_tp_group() is cpu_group, ps._TP is cpu_group]
+out["process_restored"] = [ps._TP is previous["_TP"], torch.cuda.Stream is shipped_stream]
 out["runners"] = [c.__mro__[1].__name__ for c in (decode, prefill)]
 out["xgrammar_in_parser"] = importlib.import_module("sglang.srt.function_call.inkling_detector").StructuralTag \
     is xgrammar.StructuralTag
@@ -148,5 +153,6 @@ def test_gpu_standins_import_a_real_sglang_release():
     assert out["pydantic"] == "StructuralTag"
     assert "fused_add_rmsnorm called, but only a stand-in of sgl_kernel" in out["kernel_call"]
     assert out["groups"] == [True, True, True] and out["restored"]
+    assert out["process_groups"] == [True, True] and out["process_restored"] == [True, True]
     assert out["runners"] == ["DecodeCudaGraphRunner", "PrefillCudaGraphRunner"]
     assert out["xgrammar_in_parser"]

@@ -8,8 +8,8 @@ Drives the release's real code on CPU: ``GPUModelRunner.capture_model`` (on a ru
 ``InputBuffers``. Stand-ins: the model, the model state's ``prepare_attn`` (its metadata keeps views of
 the persistent ``query_start_loc``/``seq_lens`` buffers, as FA3's does), block tables, KV-cache config,
 the attention backends, the pipeline group and the CUDA graph objects. Every descriptor is pinned, so
-all releases capture exactly the same ones. Module globals and torch attributes swapped here are
-restored before returning.
+all releases capture exactly the same ones. Module globals and torch attributes are swapped only through
+``graphfix.scenarios.replaced`` (restored before returning).
 """
 
 import contextlib
@@ -21,7 +21,7 @@ import types
 
 from packaging.specifiers import SpecifierSet
 
-from graphfix.scenarios import scenario
+from graphfix.scenarios import replaced, scenario
 
 GPU = "vllm.v1.worker.gpu."
 # model-runner-V2 shape the stand-ins below fit: the affected releases and the first fixed one.
@@ -107,12 +107,6 @@ class _Tracked(dict):
         return super().__getitem__(key)
 
 
-def _swap(stack, obj, name, value):
-    had, old = hasattr(obj, name), getattr(obj, name, None)
-    setattr(obj, name, value)
-    stack.callback(lambda: setattr(obj, name, old) if had else delattr(obj, name))
-
-
 def _fakes(stack, log, base, ar, spec_mod, torch, draft_groups, legacy):
     class Graph:
         def __init__(self, *a, **k):
@@ -126,6 +120,8 @@ def _fakes(stack, log, base, ar, spec_mod, torch, draft_groups, legacy):
         finally:
             log.in_graph = False
 
+    # engine and torch globals, because the release's capture code insists: it calls torch.cuda.graph /
+    # CUDAGraph / mem_get_info and its modules' own helpers directly, with no device or group argument
     swaps = [
         (base, "get_pp_group", lambda: types.SimpleNamespace(is_first_rank=True, is_last_rank=True)),
         (base, "current_platform", types.SimpleNamespace(get_global_graph_pool=lambda: "pool")),
@@ -144,7 +140,7 @@ def _fakes(stack, log, base, ar, spec_mod, torch, draft_groups, legacy):
     if legacy:  # the Eagle managers of 0.21/0.22 make a dedicated graph pool
         swaps.append((torch.cuda, "graph_pool_handle", lambda: "eagle-pool"))
     for obj, name, value in swaps:
-        _swap(stack, obj, name, value)
+        stack.enter_context(replaced(obj, **{name: value}))
 
 
 def _attn_backend_stub(spec_mod, draft_groups, legacy):
