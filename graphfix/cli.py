@@ -1,4 +1,6 @@
-"""The ``graphfix`` command: ``status`` and ``verify``."""
+"""The ``graphfix`` command: ``status`` (one row per patch: state and reason), ``verify`` (each patch's
+scenario on the installed engine, patch off then on: one line per patch) and ``matrix`` (the
+supported-release table, generated from the patch registry)."""
 
 from __future__ import annotations
 
