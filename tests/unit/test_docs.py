@@ -1,11 +1,18 @@
-"""README and patches.md must agree with the patch registry and with what CI runs."""
+"""README, patches.md and the patch modules' docstrings agree with the patch registry (the home of each patch's
+releases, flag and upstream reference: docs/dev/API.md), every file they name exists, and CI runs README's command."""
 
 import ast
+import contextlib
+import io
 import re
 from pathlib import Path
 
+import pytest
+from packaging.version import Version
+
+import graphfix.cli as cli
 from graphfix.cli import matrix
-from graphfix.registry import REGISTRY
+from graphfix.registry import ENGINE_PACKAGES, REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,10 +63,6 @@ def test_version_has_one_home_and_readme_install_lines_name_the_wheel():
 # a patch module's docstring is a one-screen summary in the Patch fields' words. The tests below check the
 # docstrings and patches.md against the Patch fields, and every file reference against the tree.
 
-from packaging.version import Version
-
-from graphfix.registry import ENGINE_PACKAGES
-
 VERSION = re.compile(r"(?<![\w.])\d+\.\d+(?:\.\d+)?(?:\.post\d+)?(?![\w])")
 MEASUREMENT = re.compile(r"\b[KMGT]i?B\b|%|\d\s*ms\b|\bmeasured\b")
 
@@ -96,7 +99,7 @@ def upstream_refs(p):
 def test_every_patch_module_is_registered_once():
     registered = {f"{ENGINE_PACKAGES[p.engine]}/{p.id.split('.', 1)[1]}.py" for p in REGISTRY.load()}
     on_disk = {f"{pkg}/{f.name}" for pkg in ENGINE_PACKAGES.values() for f in (ROOT / pkg).glob("*.py")
-               if f.name != "__init__.py"}
+               if not f.name.startswith("_")}  # private helper modules are no patch modules
     assert registered == on_disk
 
 
@@ -224,12 +227,6 @@ def test_reference_scan_finds_references():
 
 
 def test_cli_docstring_names_every_subcommand():
-    import contextlib
-    import io
-
-    import graphfix.cli as cli
-    import pytest
-
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
         cli.main(["--help"])
