@@ -2,7 +2,7 @@
 
 Per release: one line per patch of the engine installed there -- state, verdict and one case's
 before -> after, as ``graphfix verify`` prints it -- then the release's verdict; at the end one verdict
-for all. ``--verbose`` adds every case's before and after (``graphfix verify -v``), the build log and,
+for all. ``--verbose`` adds every case's before and after (``graphfix verify -v``), the build log and
 more of the engine's own output where a run fails. Exit status 1 when any release fails.
 """
 
@@ -94,11 +94,16 @@ def report(run: Run, verbose: bool = False) -> tuple[bool, list[str]]:
     return ok, out
 
 
+def _releases(n: int) -> str:
+    return f"{n} release" + ("s" if n != 1 else "")
+
+
 def final(results: list[tuple[str, bool]], seconds: float) -> str:
     failed = [spec for spec, ok in results if not ok]
     if failed:
-        return f"demo: FAILED on {', '.join(failed)} ({len(results) - len(failed)} of {len(results)} releases ok; {seconds:.0f} s)"
-    return f"demo: ok on all {len(results)} releases: every applied patch FIXED before \u2192 after ({seconds:.0f} s)"
+        ok = len(results) - len(failed)
+        return f"demo: FAILED on {', '.join(failed)} ({ok} of {_releases(len(results))} ok; {seconds:.0f} s)"
+    return f"demo: ok on {_releases(len(results))}: every applied patch FIXED before \u2192 after ({seconds:.0f} s)"
 
 
 def verify(spec: str, verbose: bool) -> Run:
@@ -139,7 +144,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="releases verified at once (default 2)")
     args = ap.parse_args(argv)
     for spec in args.releases:
-        engines.parse_spec(spec)
+        try:
+            engines.parse_spec(spec)
+        except ValueError as exc:
+            ap.error(str(exc))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("  [harness] %(message)s"))
     # a cold start builds the environments first: say so (one line per directory built), not silently
@@ -148,7 +156,7 @@ def main(argv=None) -> int:
     logging.getLogger("harness").setLevel(logging.DEBUG if args.verbose else logging.INFO)
 
     start = time.monotonic()
-    print(f"graphfix demo: graphfix verify in {len(args.releases)} real releases on CPU "
+    print(f"graphfix demo: graphfix verify in {_releases(len(args.releases))} of the engines, on CPU "
           f"(environments cached under {engines.CACHE}; a cold start builds them first)", flush=True)
     schedule = _interleaved(args.releases)
     threading.Thread(target=_prefetch, args=(schedule,), daemon=True).start()

@@ -69,7 +69,7 @@ def test_one_line_per_patch_and_the_release_verdict(verify_output):
     assert lines[3] == "  => ok: 1 applied, each FIXED before \u2192 after; 1 retired"
     assert len(lines) == 4  # the engine's own log lines are not shown
     assert demo.final([(run.spec, ok)], 30) == (
-        "demo: ok on all 1 releases: every applied patch FIXED before \u2192 after (30 s)")
+        "demo: ok on 1 release: every applied patch FIXED before \u2192 after (30 s)")
 
 
 def test_verbose_shows_every_case(verify_output):
