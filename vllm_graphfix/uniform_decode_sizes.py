@@ -11,7 +11,7 @@ Flag: ``GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES``, opt-in: ``auto`` means off, only `
 Wrapper: after the shipped method, only for default sizes (user set neither list nor maximum) with k > 0:
 add the sizes n*q, re-run the sequence-parallel filter, restore compile_sizes and re-run
 post_init_cudagraph_sizes(): equals 0.29.0. Refused (shipped list kept, one warning) on capability family
-100 (ceiling 1024) by a release that caps its own grid at 512 (0.23-0.27).
+100 (ceiling 1024) by a release that caps its own grid at 512 (of those checked: 0.23.0-0.26.0).
 The dispatcher study, evidence and limits: patches.md, section ``vllm.uniform_decode_sizes``.
 """
 
