@@ -1,4 +1,6 @@
-"""The ``graphfix`` command: ``status`` and ``verify``."""
+"""The ``graphfix`` command: ``status`` (one row per patch: state and reason), ``verify`` (each patch's
+scenario on the installed engine, patch off then on: one line per patch) and ``matrix`` (the
+supported-release table, generated from the patch registry)."""
 
 from __future__ import annotations
 
@@ -23,13 +25,9 @@ def _cell(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
-def _resolve(engines: list[str], imports: bool) -> str | None:
-    """Apply (so every decision is taken) and import each patch's target modules; return a flag error."""
-    try:
-        apply()
-    except FlagError as exc:
-        return str(exc)
-    for patch in REGISTRY.load() if imports else ():
+def _import_targets(engines: list[str]) -> None:
+    """Import each patch's target modules in ``engines``, so that no decision waits for an import."""
+    for patch in REGISTRY.load():
         if patch.engine not in engines:
             continue
         for module in patch.modules:
@@ -37,6 +35,16 @@ def _resolve(engines: list[str], imports: bool) -> str | None:
                 importlib.import_module(module)
             except Exception as exc:  # noqa: BLE001 - absent in this release: the row says so
                 logging.getLogger("graphfix").debug("cannot import %s: %s", module, exc)
+
+
+def _resolve(engines: list[str], imports: bool) -> str | None:
+    """Apply (so every decision is taken) and import each patch's target modules; return a flag error."""
+    try:
+        apply()
+    except FlagError as exc:
+        return str(exc)
+    if imports:
+        _import_targets(engines)
     return None
 
 
@@ -68,6 +76,7 @@ def cmd_verify(args) -> int:
 
     report, failed, lines = [], False, []
     for engine in _installed_engines():
+        _import_targets([engine])  # a patch whose scenario never imports its targets is decided, not pending
         try:
             results = observe(engine)
         except FlagError as exc:

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Sets up everything on a fresh machine and runs the demo: CPU environments of real affected engine
-# releases (harness/), then `graphfix status` and `graphfix verify` inside each, before -> after.
+# The demo on a fresh machine: builds (first time) or reuses CPU environments of real engine releases
+# (harness/, stdlib only: no venv needed here) and prints `graphfix verify` from each, before -> after.
+# Options: scripts/demo.py --help (-v/--verbose for every case; releases as engine==version).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e .
-exec .venv/bin/python scripts/demo.py "$@"
+exec python3 scripts/demo.py "$@"

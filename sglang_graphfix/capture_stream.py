@@ -1,18 +1,18 @@
-"""sglang.capture_stream — all decode and prefill graph captures of a process share one stream.
+"""sglang.capture_stream — decode and prefill graph captures share one process-wide capture stream.
 
-Symptom: CUDA-graph memory grows with every capture pass (tens of GB with adaptive speculative
-decoding): the non-pdmux decode runner and the prefill runner call ``graph_capture()`` without a stream,
-each pass gets a new one, and the caching allocator, which keeps graph-pool segments per stream,
-reserves the scratch again for every stream. Upstream fix: SGLang 0.5.19 (seed 000) passes one
+Symptom: CUDA-graph memory grows with every capture pass (most with adaptive speculative decoding): the
+decode and prefill runners call ``graph_capture()`` without a stream, each pass gets a new one, and the
+caching allocator, which keeps graph-pool segments per stream, reserves the scratch again for each.
+Upstream fix: share one graph capture stream across capture passes (seed 000), released in 0.5.19: one
 process-wide stream, kept in the runtime-context stream store as "cuda_graph_capture".
-Affected: 0.5.14 - 0.5.18. Fixed: 0.5.19. Flag: ``GRAPHFIX_SGLANG_CAPTURE_STREAM`` (auto | on | off).
+Affected: ``>=0.5.14,<0.5.19`` (0.5.14 - 0.5.18). Fixed in: 0.5.19.
+Flag: ``GRAPHFIX_SGLANG_CAPTURE_STREAM`` (auto | on | off).
 Wrapper: ``graph_capture`` as the two runner modules see it; a call without a stream gets the shared
-stream (pdmux stream groups pass their own and are left alone). It is made on first use, under a lock,
-by the parallel group's device module (as the unpatched call would) and kept in the store (0.5.16+) or
-here. Beyond upstream: a capture that starts while another one holds the shared stream (other thread,
-or re-entry) raises ``CaptureOverlapError`` instead of interleaving with it in one pool; and after each
-capture pass one INFO line reports the CUDA-graph pools' bytes, pools and streams (allocator snapshot,
-once per pass, never per step; a failure there turns the report off and never reaches the engine).
+stream (pdmux stream groups pass their own and are left alone), made on first use, under a lock, by the
+group's device module and kept in the store (0.5.16+) or here. graphfix's own additions, beyond upstream:
+a capture that starts while another one holds the shared stream raises ``CaptureOverlapError``; after
+each capture pass one INFO line reports the CUDA-graph pools (never per step; a failure turns it off).
+Evidence, measurements and limits: patches.md, section ``sglang.capture_stream``; docs/benchmarks.md.
 """
 
 import contextlib

@@ -1,14 +1,16 @@
-"""sglang.graph_pool — one CUDA-graph memory pool for all graph backends.
+"""sglang.graph_pool — prefill and decode graph backends share one process-wide graph memory pool.
 
-Symptom: since the runner/backend refactor, the prefill and decode graph backends (Full, Breakable,
-TcPiecewise) each call ``graph_pool_handle()`` when their ``_pool`` is unset, so every phase reserves
-its own graph pool and graph memory is the *sum* of the phases instead of the largest one.
-Upstream fix: SGLang 0.5.15 (seed 004, "share the prefill and decode CUDA graph memory pool") makes all
-three take ``runner_utils.pool.get_or_create_global_graph_memory_pool``.
-Affected: 0.5.14 only.   Flag: ``GRAPHFIX_SGLANG_GRAPH_POOL`` (auto | on | off).
-Wrapper: before a backend acquires its pool, pre-set ``backend._pool`` to the process-wide pool kept
-in 0.5.14's own ``runner_utils.pool`` global (created once, under a lock); the backend's own code then
-takes the shared pool. NPU/XPU backends are separate classes and are not touched.
+Symptom: the prefill and decode graph backends (Full, Breakable, TcPiecewise) each call
+``graph_pool_handle()`` when their ``_pool`` is unset, so every phase reserves its own CUDA-graph pool and
+graph memory is the *sum* of the phases instead of the largest one.
+Upstream fix: share the prefill and decode CUDA graph memory pool (seed 004), released in 0.5.15: all
+three backends take ``runner_utils.pool.get_or_create_global_graph_memory_pool``.
+Affected: ``==0.5.14``. Fixed in: 0.5.15.
+Flag: ``GRAPHFIX_SGLANG_GRAPH_POOL`` (auto | on | off).
+Wrapper: before a backend acquires its pool, pre-set ``backend._pool`` to the process-wide pool kept in
+0.5.14's own ``runner_utils.pool`` global (created once, under a lock); the backend's own code then takes
+the shared pool. NPU/XPU backends are separate classes and are not touched.
+Probe, evidence and limits: patches.md, section ``sglang.graph_pool``.
 """
 
 import sys

@@ -1,18 +1,18 @@
-"""sglang.logits_rows — size the shared logits buffer for every adaptive speculative width.
+"""sglang.logits_rows — shared logits buffer covers every adaptive speculative candidate width.
 
-Symptom: with ``--speculative-adaptive`` the server dies at startup with ``shared logits buffer holds
-N rows but caller needs M``: ``ModelRunner.max_decode_logits_rows`` sizes the buffer for the static
-draft width only, while adaptive decoding also captures and replays graphs at every candidate width.
-Upstream fix: SGLang 0.5.19 (seed 000, issue #30549) takes the max over the static width and every
-candidate width (steps + 1). Affected: 0.5.15, 0.5.15.post1, 0.5.16, 0.5.17, 0.5.18. Fixed: 0.5.19.
+Symptom: with ``--speculative-adaptive`` the server dies at start-up with ``shared logits buffer holds N
+rows but caller needs M``: ``ModelRunner.max_decode_logits_rows`` sizes the buffer for the static draft
+width only, while adaptive decoding also captures and replays graphs at every candidate width.
+Upstream fix: size the shared logits buffer for adaptive candidates (seed 000, #30549), released in
+0.5.19: the max over the static width and every candidate width (steps + 1).
+Affected: ``>=0.5.15,<0.5.19`` (0.5.15, 0.5.15.post1, 0.5.16, 0.5.17, 0.5.18). Fixed in: 0.5.19.
 Flag: ``GRAPHFIX_SGLANG_LOGITS_ROWS`` (auto | on | off).
-Wrapper: call the original (static width), then take the max with ``max(capture bs) * tokens`` at each
-candidate width, through the release's own helpers: the per-width helper (``decode_num_tokens_per_req``,
-``decode_num_tokens_per_bs`` in 0.5.15), ``get_batch_sizes_to_capture`` and the candidate resolver. The
-adaptive settings come from the runtime-context spec bag (0.5.17+) or the runner's ``server_args``.
-Resolution keeps the static width among the candidates, so the result equals 0.5.19's.
-Probe: runs the unwrapped method on a synthetic adaptive runner and compares with the fixed rule; a
-backport that still undersizes is applied (when the wrapper then gives the rule's answer) or drifted.
+Wrapper: call the original (static width), then raise the rows to ``max(capture bs) * tokens`` at each
+candidate width through the release's own helpers (the per-width helper, ``get_batch_sizes_to_capture``,
+the candidate resolver); the adaptive settings come from the runtime-context spec bag (0.5.17+) or the
+runner's ``server_args``. Probe: runs the unwrapped method on a synthetic adaptive runner and compares
+with the fixed rule; a backport that still undersizes is applied (if the wrapper fixes it) or drifted.
+Why this equals 0.5.19, evidence and limits: patches.md, section ``sglang.logits_rows``.
 """
 
 import importlib

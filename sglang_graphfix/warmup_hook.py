@@ -1,16 +1,18 @@
-"""sglang.warmup_hook — the post-warmup hook comes from the backend the capture actually uses.
+"""sglang.warmup_hook — post-warmup hook taken from the attention backend capture_prepare returned.
 
-Symptom: illegal memory access on the first graph replay of an adaptive speculative runner (and of
-pdmux stream-group captures): ``DecodeCudaGraphRunner.capture_one_shape`` takes
-``on_after_cuda_graph_warmup`` from ``model_runner.attn_backend``, not from the backend the capture runs
-on, so that backend keeps its warmup-upgraded metadata (raw -> full, FlashMLA scheduler metadata) and
-the graph freezes it. Upstream fix: SGLang 0.5.19 (seed 000) reads the hook off the backend
-``capture_prepare`` returned (the probe follows the hook's receiver through the bytecode to its origin). Affected: 0.5.14 - 0.5.18. Fixed: 0.5.19.
+Symptom: illegal memory access on the first graph replay of an adaptive speculative runner (and of pdmux
+stream-group captures): ``DecodeCudaGraphRunner.capture_one_shape`` takes ``on_after_cuda_graph_warmup``
+from ``model_runner.attn_backend``, not from the backend the capture runs on, so that backend keeps its
+warmup-upgraded metadata (raw -> full, FlashMLA scheduler metadata) and the graph freezes it.
+Upstream fix: resolve the warmup hook from the capture-local backend (seed 000), released in 0.5.19: the
+hook is read off the backend ``capture_prepare`` returned.
+Affected: ``>=0.5.14,<0.5.19`` (0.5.14 - 0.5.18). Fixed in: 0.5.19.
 Flag: ``GRAPHFIX_SGLANG_WARMUP_HOOK`` (auto | on | off).
-Wrapper: for one ``capture_one_shape`` call, remember what ``capture_prepare`` returns, and give the two
-consumers of the hook -- ``self.backend.capture_one`` and (0.5.15+) the module-level
-``maybe_flashinfer_autotune_speculative_draft`` -- that backend's hook instead. ``model_runner`` is not
-touched; runners overriding ``capture_one_shape`` (EAGLE draft / draft-extend, MTP) are not wrapped.
+Wrapper: for one ``capture_one_shape`` call, remember what ``capture_prepare`` returns, and give the hook's
+two consumers -- ``self.backend.capture_one`` and (0.5.15+) ``maybe_flashinfer_autotune_speculative_draft``
+-- that backend's hook. ``model_runner`` is not touched; runners overriding ``capture_one_shape`` (EAGLE
+draft / draft-extend, MTP) are not wrapped. Probe: follows the hook's receiver through the bytecode.
+Evidence (CPU parity, GPU replay) and limits: patches.md, section ``sglang.warmup_hook``.
 """
 
 import contextlib

@@ -1,21 +1,19 @@
-"""vllm.cudagraph_sizes — default CUDA-graph capture sizes never exceed the platform ceiling.
+"""vllm.cudagraph_sizes — default capture sizes never exceed the platform ceiling.
 
-Symptom: upstream PR 50488 raised the default max_cudagraph_capture_size to the widest uniform-decode
-batch, max_num_seqs*(1+k) tokens (768, 1024, 2176, 6400 in upstream's H200 nightly jobs; 581 sizes at
-512 seqs, k=16): FULL-graph capture ran out of memory at startup, or graph memory squeezed the KV cache
-to 0.94 GiB where 5.12 GiB were needed. That build lived on main only; no release shipped it.
-Upstream fix: PR 54418 (seed 001), released in 0.29.0: default sizes stay within the ceiling (512;
-1024 on capability family 100) and max_num_batched_tokens; sizes the user sets are used as given.
-Affected: decided by behaviour, not version. The probe runs the shipped method on strict stand-in
-configs; a default size above the ceiling -> applied; uniform-decode sizes within it -> retired (0.29.0,
-0.33.0); the plain token grid within it -> not-affected (0.21-0.28 never had the regression; nor would
-an upstream revert). Flag: GRAPHFIX_VLLM_CUDAGRAPH_SIZES (auto | on | off).
-Wrapper: after the shipped method, and only when the user set neither cudagraph_capture_sizes nor
-max_cudagraph_capture_size, drop the default sizes above min(ceiling, max_num_batched_tokens), then
-restore compile_sizes and re-run post_init_cudagraph_sizes(): exactly 0.29.0's list for the same config
-(its grid, decode sizes and sequence-parallel filter are the shipped ones below the ceiling). The
-engine core's second __post_init__ takes the user branch and is left alone. The 0.23-0.28 backport of
-the uniform-decode sizes is the separate opt-in patch vllm.uniform_decode_sizes.
+Symptom: upstream PR 50488 raised the default ``max_cudagraph_capture_size`` to the widest uniform-decode
+batch, ``max_num_seqs * (1 + k)`` tokens: FULL-graph capture ran out of memory at start-up, or graph
+memory squeezed the KV cache below what one request needs. That build lived on main only.
+Upstream fix: PR 54418 (seed 001), undoing PR 50488's memory regression, released in 0.29.0: default
+sizes stay within the ceiling (512; 1024 on capability family 100) and ``max_num_batched_tokens``.
+Affected: ``>0.28.0``, decided by the probe (no release shipped the bug). Fixed in: 0.29.0.
+Flag: ``GRAPHFIX_VLLM_CUDAGRAPH_SIZES`` (auto | on | off).
+Probe: runs the shipped method on strict stand-in configs: a default size above the ceiling -> applied;
+uniform-decode sizes within it -> retired; the plain token grid -> not-affected (never had the regression).
+Wrapper: after the shipped method, and only when the user set neither ``cudagraph_capture_sizes`` nor
+``max_cudagraph_capture_size``: drop the default sizes above min(ceiling, max_num_batched_tokens), restore
+``compile_sizes`` and re-run ``post_init_cudagraph_sizes()``: 0.29.0's list for the same config. The
+uniform-decode sizes of 0.29.0 are the separate patch vllm.uniform_decode_sizes.
+Upstream's failing widths, the rebuilt PR 50488 build, evidence: patches.md, section ``vllm.cudagraph_sizes``.
 """
 
 import inspect

@@ -1,20 +1,19 @@
-"""vllm.eagle_prefill_metadata — fresh attention metadata for the Eagle draft-prefill CUDA graphs (0.21/0.22).
+"""vllm.eagle_prefill_metadata — Eagle draft prefill CUDA graphs are captured with freshly prepared attention metadata.
 
-Symptom: the defect of vllm.spec_prefill_metadata under its earlier names. With model runner V2 and an
-Eagle/MTP speculator, PrefillEagleCudaGraphManager captures the draft prefill FULL graphs with the
-attention states the *target* capture returned: views of persistent per-builder buffers that later builds
-overwrite, so the graphs bake the launch metadata of whichever descriptor was prepared last ("CUDA error:
-an illegal memory access was encountered" at startup or first replay on low-SM devices).
-Upstream fix: vllm-project/vllm (seed 002), released in 0.26.0: prepare_inputs_to_capture(...) for every
-warmup and capture pass, through the target runner's input_buffers and attn_groups.
-Affected: 0.21.0, 0.22.1 (module vllm.v1.worker.gpu.spec_decode.eagle.cudagraph; 0.23-0.25 are
-vllm.spec_prefill_metadata).   Fixed: 0.26.0.   Flag: GRAPHFIX_VLLM_EAGLE_PREFILL_METADATA.
-Wrapper: GPUModelRunner.capture_model publishes its runner (vllm.spec_prefill_metadata's wrapper);
-PrefillEagleCudaGraphManager.capture(forward_fn, full_cg_attn_states) gets a mapping that prepares new
-metadata as 0.26.0 does, and a forward function that, after a FULL descriptor's warmup, prepares the
-capture pass's metadata (outside the graph): one preparation per PIECEWISE descriptor, one per FULL
-warmup and one per FULL capture, on 0.22.1 (whose one-argument factory is re-run for the capture) and on
-0.21.0 (whose capture loop reuses the warmup's state) alike.
+Symptom: the defect of vllm.spec_prefill_metadata under its earlier names: with model runner V2 and an
+Eagle/MTP speculator, ``PrefillEagleCudaGraphManager`` (``vllm.v1.worker.gpu.spec_decode.eagle.cudagraph``)
+captures the draft-prefill FULL graphs with the attention states the *target* capture returned, views of
+buffers that later builds overwrite (illegal memory access on low-SM devices).
+Upstream fix: fresh attention metadata for Eagle prefill graph capture (seed 002), released in 0.26.0:
+``prepare_inputs_to_capture(...)`` for every warmup and capture pass, through the target runner's buffers.
+Affected: ``>=0.21.0,<0.23.0`` (0.21.0, 0.22.1). Fixed in: 0.26.0.
+Flag: ``GRAPHFIX_VLLM_EAGLE_PREFILL_METADATA`` (auto | on | off).
+Wrapper: ``GPUModelRunner.capture_model`` publishes its runner (vllm.spec_prefill_metadata's wrapper);
+``PrefillEagleCudaGraphManager.capture`` gets a mapping that prepares new metadata as 0.26.0 does, and a
+forward function that, after a FULL descriptor's warmup, prepares the capture pass's metadata outside the
+graph: one preparation per PIECEWISE descriptor, per FULL warmup and per FULL capture, on 0.22.1 and on
+0.21.0 (whose capture loop reuses the warmup's state) alike. From 0.23.0 the module does not exist.
+Evidence and limits: patches.md, section ``vllm.eagle_prefill_metadata``.
 """
 
 import sys

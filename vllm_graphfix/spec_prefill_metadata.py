@@ -1,22 +1,20 @@
-"""vllm.spec_prefill_metadata — fresh attention metadata for the speculator's draft-prefill CUDA graphs.
+"""vllm.spec_prefill_metadata — draft prefill CUDA graphs are captured with freshly prepared attention metadata.
 
-Symptom: with model runner V2 and an autoregressive speculator (Eagle, MTP, Gemma4), the draft prefill
-FULL graphs are captured with the attention states the *target* capture saved. Those metadata objects
-are views of per-builder persistent buffers (FA3 AOT scheduler_metadata, query_start_loc, seq_lens),
-overwritten by every later build, so kernels are captured with the launch metadata of whichever
-descriptor the target captured last. On low-SM devices (H200 MIG 16-SM slice) FA3's split-KV combine
-kernel (flash_fwd_combine) then reads out of bounds: "CUDA error: an illegal memory access was
-encountered" at startup or on the first draft-prefill replay.
-Upstream fix: vllm-project/vllm (seed 002), released in 0.26.0: SpeculatorCudaGraphManager calls
-prepare_inputs_to_capture(...) for every warmup and every capture pass, through the target runner's
-input_buffers and attn_groups (DraftModelSpeculator.set_attn(..., target_input_buffers, target_attn_groups)).
-Affected: 0.23.0, 0.24.0, 0.25.0, 0.25.1.   Fixed: 0.26.0.   Flag: GRAPHFIX_VLLM_SPEC_PREFILL_METADATA.
-Wrapper: GPUModelRunner.capture_model publishes its runner for the duration of the call; inside it,
-PrefillSpeculatorCudaGraphManager.capture gets, instead of the target's saved states, a mapping whose
-every ``.warmup`` / ``.captured`` read prepares new metadata exactly as 0.26.0 does (speculator's model
-state, block tables and KV-cache config; runner's input_buffers and attn_groups). The shipped capture
-loop, draft decode capture and DFlash/DSpark are untouched. The 0.21.0/0.22.1 predecessor
-(PrefillEagleCudaGraphManager, another module) is vllm.eagle_prefill_metadata.
+Symptom: with model runner V2 and an autoregressive speculator (Eagle, MTP, Gemma4), the draft-prefill
+FULL graphs are captured with the attention states the *target* capture saved: views of per-builder
+persistent buffers that every later build overwrites, so kernels bake another descriptor's launch
+metadata ("CUDA error: an illegal memory access was encountered" on low-SM devices, at start-up or on
+the first draft-prefill replay).
+Upstream fix: fresh attention metadata for speculator prefill graph capture (seed 002), released in
+0.26.0: ``prepare_inputs_to_capture(...)`` for every warmup and capture pass, through the target
+runner's ``input_buffers`` and ``attn_groups``.
+Affected: ``>=0.23.0,<0.26.0`` (0.23.0, 0.24.0, 0.25.0, 0.25.1). Fixed in: 0.26.0.
+Flag: ``GRAPHFIX_VLLM_SPEC_PREFILL_METADATA`` (auto | on | off).
+Wrapper: ``GPUModelRunner.capture_model`` publishes its runner for the call; inside it
+``PrefillSpeculatorCudaGraphManager.capture`` gets, instead of the saved states, a mapping whose every
+``.warmup`` / ``.captured`` read prepares new metadata as 0.26.0 does. The capture loop, draft decode
+capture and DFlash/DSpark stay as shipped; the 0.21/0.22 predecessor is vllm.eagle_prefill_metadata.
+Evidence and limits: patches.md, section ``vllm.spec_prefill_metadata``.
 """
 
 import contextvars

@@ -1,19 +1,18 @@
-"""vllm.uniform_decode_sizes — opt-in backport of 0.29.0's uniform-decode capture sizes to 0.23-0.28.
+"""vllm.uniform_decode_sizes — default capture sizes gain 0.29.0's uniform-decode sizes n*(1+k) (opt-in).
 
-Symptom: the default capture list of 0.23-0.28 is a token grid (1, 2, 4, 8.., 256..) capped at 512, so
-with speculative decoding (q = 1+k tokens per request) the widest uniform-decode batches have no exact
-FULL graph: e.g. 33 seqs, k=1 -> 66 tokens pad to 72 and run PIECEWISE/eager (measured with 0.28.0's
-CudagraphDispatcher: 128 uniform-decode batches in 94 of 858 configurations). Not a crash; speed.
-Upstream fix: PR 50488 + PR 54418, released together in 0.29.0: sizes n*q (n on a 1, 2, 4, 8.. request
-grid, per dynamic-speculation tier) appended within min(max_num_seqs*q*2, ceiling, max_num_batched_tokens).
-Affected: 0.23.0-0.28.0 (probe: the shipped defaults are the plain grid).  Fixed: 0.29.0 (retired).
-Flag: GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES, OPT-IN: `auto` means off (product rule: backported
-improvements stay opt-in until measured on real hardware: more graphs cost capture time and graph
-memory, which model runner V2 of 0.23-0.28 does not profile before sizing the KV cache).
-Wrapper: after the shipped method, only for default sizes (user set neither list nor maximum) with
-k > 0: add the sizes n*q, re-run the sequence-parallel filter, restore compile_sizes and re-run
-post_init_cudagraph_sizes(). Equals 0.29.0. Refused (shipped list kept, one warning) where it cannot:
-on capability family 100 (ceiling 1024) a release that caps its own grid at 512 (0.23-0.27).
+Symptom: not a crash, speed: the default capture list of 0.23-0.28 is a token grid capped at 512, so with
+speculative decoding (q = 1+k tokens per request) the widest uniform-decode batches have no FULL graph of
+their exact size (33 seqs, k=1: 66 tokens pad to 72) and run PIECEWISE or eager.
+Upstream fix: PRs 50488 + 54418, released together in 0.29.0: sizes n*q (n on a request grid, per
+dynamic-speculation tier) appended within min(max_num_seqs*q*2, ceiling, max_num_batched_tokens).
+Affected: ``>=0.23.0,<0.29.0`` (0.23.0 - 0.28.0: the shipped defaults are the plain grid). Fixed in: 0.29.0.
+Flag: ``GRAPHFIX_VLLM_UNIFORM_DECODE_SIZES``, opt-in: ``auto`` means off, only ``on`` applies it
+(backported improvements stay opt-in until shown on real hardware; patches.md says why).
+Wrapper: after the shipped method, only for default sizes (user set neither list nor maximum) with k > 0:
+add the sizes n*q, re-run the sequence-parallel filter, restore compile_sizes and re-run
+post_init_cudagraph_sizes(): equals 0.29.0. Refused (shipped list kept, one warning) on capability family
+100 (ceiling 1024) by a release that caps its own grid at 512 (of those checked: 0.23.0-0.26.0).
+The dispatcher study, evidence and limits: patches.md, section ``vllm.uniform_decode_sizes``.
 """
 
 import inspect
