@@ -193,7 +193,7 @@ def _prose_and_code(text):
 def paths_in(text, code=False):
     """The file paths ``text`` names; in code (commands may name files they create) only those that start
     with a top-level entry of the repository."""
-    top = {p.name for p in ROOT.iterdir()}
+    top = {p.name for p in ROOT.iterdir() if not p.name.startswith(".")}  # not .gpu/, .venv/ (local, ignored)
     refs = REPO_PATH.findall(re.sub(r"https?://\S+", "", text))
     return [r for r in refs if not r.startswith(".../") and (not code or r.split("/")[0] in top)]
 
