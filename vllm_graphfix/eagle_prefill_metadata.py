@@ -19,7 +19,8 @@ Evidence and limits: patches.md, section ``vllm.eagle_prefill_metadata``.
 import sys
 
 from graphfix import Patch, Verdict, code_refs, params
-from vllm_graphfix.spec_prefill_metadata import RUNNER, _publish_runner, _runner, log
+from vllm_graphfix.spec_prefill_metadata import (RUNNER, _OwnReadFailed, _publish_runner, _runner, handover_drift, log,
+                                                  prepare_fresh)
 
 PATCH = Patch(
     id="vllm.eagle_prefill_metadata",
@@ -45,16 +46,11 @@ class _Fresh:
         self._pending, self._desc, self._forwards = {}, {}, {}
 
     def _prepare(self, desc):
-        (manager, spec, runner), mod = self._args, sys.modules[MANAGERS]
         try:
-            args = (desc.num_reqs or min(desc.num_tokens, manager.max_num_reqs), desc.num_tokens,
-                    spec.model_state, runner.input_buffers, spec.block_tables, runner.attn_groups,
-                    spec.kv_cache_config)
-            skip_attn = desc.cg_mode == mod.CUDAGraphMode.PIECEWISE
-        except Exception as exc:  # noqa: BLE001 - graphfix's own reads: the shipped state, as released
-            PATCH.fall_back(exc)
+            state = prepare_fresh(sys.modules[MANAGERS], desc, *self._args)
+        except _OwnReadFailed as failed:  # graphfix's own reads: the shipped state, as released
+            PATCH.fall_back(failed.__cause__)
             return self._shipped[desc]
-        state = mod.prepare_inputs_to_capture(*args, skip_attn=skip_attn)  # the engine's: errors pass through
         self._desc[id(state[1])] = (desc, state)  # the state is kept: ids stay unique
         return state
 
@@ -97,10 +93,5 @@ def probe(t):
     if params(capture)[:3] != ("self", "forward_fn", "full_cg_attn_states") or "max_num_reqs" not in code_refs(
             capture):
         return Verdict.drifted("PrefillEagleCudaGraphManager.capture reads its states in an unknown way")
-    if params(getattr(mod, "prepare_inputs_to_capture", None)) != (
-            "num_reqs", "num_tokens", "model_state", "input_buffers", "block_tables", "attn_groups",
-            "kv_cache_config", "skip_attn"):
-        return Verdict.drifted("prepare_inputs_to_capture has an unknown signature")
-    if not {"input_buffers", "attn_groups", "speculator"} <= code_refs(t["GPUModelRunner.capture_model"]):
-        return Verdict.drifted("GPUModelRunner.capture_model no longer hands the target's buffers over")
-    return Verdict.buggy("Eagle draft prefill capture reuses the attention states saved by the target capture")
+    return handover_drift(mod, t["GPUModelRunner.capture_model"]) or Verdict.buggy(
+        "Eagle draft prefill capture reuses the attention states saved by the target capture")

@@ -46,6 +46,35 @@ def _publish_runner(wrapped, instance, args, kwargs):
         _runner.reset(token)
 
 
+class _OwnReadFailed(Exception):
+    """graphfix could not gather prepare_inputs_to_capture's arguments (``__cause__`` says why)."""
+
+
+def prepare_fresh(mod, desc, manager, speculator, runner):
+    """Metadata for ``desc`` prepared as 0.26.0 does: the speculator's model state, block tables and KV-cache
+    config with the target runner's input buffers and attention groups. Errors of graphfix's own reads
+    raise :class:`_OwnReadFailed`; the engine's own ``prepare_inputs_to_capture`` errors pass through."""
+    try:
+        args = (desc.num_reqs or min(desc.num_tokens, manager.max_num_reqs), desc.num_tokens,
+                speculator.model_state, runner.input_buffers, speculator.block_tables, runner.attn_groups,
+                speculator.kv_cache_config)
+        skip_attn = desc.cg_mode == mod.CUDAGraphMode.PIECEWISE
+    except Exception as exc:  # noqa: BLE001 - reported by the caller, which falls back
+        raise _OwnReadFailed from exc
+    return mod.prepare_inputs_to_capture(*args, skip_attn=skip_attn)
+
+
+def handover_drift(mod, capture_model):
+    """Why the release cannot take 0.26.0's fresh metadata (a drifted Verdict), or None when it can."""
+    if params(getattr(mod, "prepare_inputs_to_capture", None)) != (
+            "num_reqs", "num_tokens", "model_state", "input_buffers", "block_tables", "attn_groups",
+            "kv_cache_config", "skip_attn"):
+        return Verdict.drifted("prepare_inputs_to_capture has an unknown signature")
+    if not {"input_buffers", "attn_groups", "speculator"} <= code_refs(capture_model):
+        return Verdict.drifted("GPUModelRunner.capture_model no longer hands the target's buffers over")
+    return None
+
+
 class _FreshStates:
     """Stands in for ``{desc: AttentionStatePair}``: each ``.warmup``/``.captured`` read prepares anew.
     If graphfix cannot gather the arguments (an attribute drifted), that read gets the shipped state."""
@@ -57,16 +86,11 @@ class _FreshStates:
         return _FreshStates(self._shipped, *self._args, desc)
 
     def _fresh(self, which):
-        (manager, spec, runner), desc, mod = self._args, self._desc, sys.modules[MANAGERS]
         try:
-            args = (desc.num_reqs or min(desc.num_tokens, manager.max_num_reqs), desc.num_tokens,
-                    spec.model_state, runner.input_buffers, spec.block_tables, runner.attn_groups,
-                    spec.kv_cache_config)
-            skip_attn = desc.cg_mode == mod.CUDAGraphMode.PIECEWISE
-        except Exception as exc:  # noqa: BLE001 - graphfix's own reads: the shipped state, as released
-            PATCH.fall_back(exc)
-            return getattr(self._shipped[desc], which)
-        return mod.prepare_inputs_to_capture(*args, skip_attn=skip_attn)  # the engine's: errors pass through
+            return prepare_fresh(sys.modules[MANAGERS], self._desc, *self._args)
+        except _OwnReadFailed as failed:  # graphfix's own reads: the shipped state, as released
+            PATCH.fall_back(failed.__cause__)
+            return getattr(self._shipped[self._desc], which)
 
     warmup = property(lambda self: self._fresh("warmup"))
     captured = property(lambda self: self._fresh("captured"))
@@ -97,10 +121,5 @@ def probe(t):
     if params(capture)[:3] != ("self", "forward_fn", "attn_states") or not {
             "warmup", "captured", "max_num_reqs"} <= code_refs(capture):
         return Verdict.drifted("PrefillSpeculatorCudaGraphManager.capture reads its states in an unknown way")
-    if params(getattr(mod, "prepare_inputs_to_capture", None)) != (
-            "num_reqs", "num_tokens", "model_state", "input_buffers", "block_tables", "attn_groups",
-            "kv_cache_config", "skip_attn"):
-        return Verdict.drifted("prepare_inputs_to_capture has an unknown signature")
-    if not {"input_buffers", "attn_groups", "speculator"} <= code_refs(t["GPUModelRunner.capture_model"]):
-        return Verdict.drifted("GPUModelRunner.capture_model no longer hands the target's buffers over")
-    return Verdict.buggy("draft prefill capture reuses the attention states saved by the target capture")
+    return handover_drift(mod, t["GPUModelRunner.capture_model"]) or Verdict.buggy(
+        "draft prefill capture reuses the attention states saved by the target capture")
