@@ -102,7 +102,7 @@ class Patch:
     summary: str
     default: str = "auto"  # what flag value ``auto`` means: "auto" (range + probe) or "off" (opt-in)
     targets: list[Target] = field(default_factory=list)
-    needs: list[str] = field(default_factory=list)
+    _needs: list[str] = field(default_factory=list)
     registry: object = field(default=None, repr=False)  # the process registry unless a test passes its own
     _probe: Callable[[Targets], Verdict] | None = None
     _on_remove: list[Callable[[], None]] = field(default_factory=list)
@@ -121,7 +121,7 @@ class Patch:
 
     @property
     def modules(self) -> list[str]:
-        names = [t.module for t in self.targets] + list(self.needs)
+        names = [t.module for t in self.targets] + list(self._needs)
         return list(dict.fromkeys(names))
 
     def wraps(self, module: str, qualname: str, optional: bool = False):
@@ -132,6 +132,10 @@ class Patch:
             return wrapper
 
         return deco
+
+    def needs(self, module: str) -> None:
+        """Declare a module the probe or the wrapper uses that holds no target (decided once it is imported)."""
+        self._needs.append(module)
 
     def reads(self, module: str, qualname: str, optional: bool = False) -> None:
         """Declare an object the probe inspects without wrapping it."""

@@ -28,7 +28,7 @@ PATCH = Patch(
 )
 BACKENDS = "sglang.srt.model_executor.runner_backend."
 POOL = "sglang.srt.model_executor.runner_utils.pool"
-PATCH.needs.append(POOL)
+PATCH.needs(POOL)
 _lock = threading.Lock()
 
 

@@ -318,7 +318,7 @@ def test_a_sibling_still_being_imported_is_waited_for(engine):
 def test_a_target_module_missing_from_the_release(engine, version, state):
     eng = engine(version=version)
     patch = eng.patch()
-    patch.needs.append(eng.module + "_gone")  # this release has no such module
+    patch.needs(eng.module + "_gone")  # this release has no such module
     mod = eng.imported()
     eng.registry.apply(eng.dist)
     row = eng.state()
