@@ -52,12 +52,17 @@ def _cap_defaults(wrapped, instance, args, kwargs):
     sizes = list(cc.cudagraph_capture_sizes or ())
     budget = min(ceiling(), config.scheduler_config.max_num_batched_tokens)
     if defaulted and sizes and sizes[-1] > budget:
-        wanted = [s for s in sizes if s <= budget]
-        log.info("vllm.cudagraph_sizes: default capture sizes up to %d -> up to %d", sizes[-1], wanted[-1])
-        cc.cudagraph_capture_sizes, cc.max_cudagraph_capture_size = wanted, wanted[-1]
-        cc.compile_sizes = compile_sizes
-        cc.post_init_cudagraph_sizes()
+        replace_defaults(PATCH.id, cc, sizes, [s for s in sizes if s <= budget], compile_sizes)
     return result
+
+
+def replace_defaults(patch_id, cc, sizes, wanted, compile_sizes):
+    """``wanted`` becomes the default capture list: the compile sizes as before the shipped method ran,
+    then the release's own ``post_init_cudagraph_sizes()`` (its sorting, filtering and bookkeeping)."""
+    log.info("%s: default capture sizes %s -> %s", patch_id, sizes, wanted)
+    cc.cudagraph_capture_sizes, cc.max_cudagraph_capture_size = wanted, wanted[-1]
+    cc.compile_sizes = compile_sizes
+    cc.post_init_cudagraph_sizes()
 
 
 def default_sizes(method, max_num_seqs, k, max_num_batched_tokens=8192):

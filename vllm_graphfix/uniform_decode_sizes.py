@@ -19,7 +19,7 @@ import inspect
 import logging
 
 from graphfix import Patch, Verdict, receiver
-from vllm_graphfix.cudagraph_sizes import MOD, PROBES, ceiling, default_sizes
+from vllm_graphfix.cudagraph_sizes import MOD, PROBES, ceiling, default_sizes, replace_defaults
 
 log = logging.getLogger("graphfix")
 PATCH = Patch(
@@ -80,10 +80,7 @@ def _add_decode_sizes(wrapped, instance, args, kwargs):
     if config.parallel_config.tensor_parallel_size > 1 and cc.pass_config.enable_sp:
         wanted = config.update_sizes_for_sequence_parallelism(wanted)
     if wanted and wanted != sizes:
-        log.info("vllm.uniform_decode_sizes: default capture sizes %s -> %s", sizes, wanted)
-        cc.cudagraph_capture_sizes, cc.max_cudagraph_capture_size = wanted, wanted[-1]
-        cc.compile_sizes = compile_sizes
-        cc.post_init_cudagraph_sizes()
+        replace_defaults(PATCH.id, cc, sizes, wanted, compile_sizes)
     return result
 
 
